@@ -1,0 +1,1 @@
+"""Hydra launcher that runs each sweep job as a trial on Ray (see ray_launcher.py)."""

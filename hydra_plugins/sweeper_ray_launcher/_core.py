@@ -1,0 +1,229 @@
+"""The only code that talks to Ray: compose, check, plan, submit, stream back, write.
+
+Every job's config is composed and checked before any trial starts, so bad
+input costs no trial. Trials are Ray tasks with CPU and GPU requests; Ray's
+scheduler places them. Results stream back with `ray.wait` as each trial ends,
+and each is written to disk at once, so an interrupted sweep keeps what finished.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf, open_dict, read_write
+
+from sweeper import display, exitcodes
+from sweeper.errors import SweeperError
+from sweeper.plan import ClusterShape, Trial, plan_trials, swept_keys
+from sweeper.results import run_dir, summary_row, write_summary, write_trial
+from sweeper.schema import RootConfig, root_config_from_dict
+from sweeper.trial import base_record
+
+log = logging.getLogger(__name__)
+
+Job = Tuple[List[str], RootConfig, Dict[str, Any]]   # overrides, checked config, resolved dict
+
+
+# -- composing and checking ---------------------------------------------------------
+def compose_job(launcher, overrides: Sequence[str], index: int) -> Job:
+    sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.num = index
+    HydraConfig.instance().set_config(sweep_config)
+    task_cfg = copy.deepcopy(sweep_config)
+    with read_write(task_cfg), open_dict(task_cfg):
+        del task_cfg["hydra"]       # as Hydra's run_job does: the app's config without Hydra's own node
+    values = OmegaConf.to_container(task_cfg, resolve=True)
+    return list(overrides), root_config_from_dict(values), values
+
+
+def check_shard_patterns(jobs: Sequence[Job]) -> None:
+    """A local shard pattern that matches nothing fails here, not inside a worker."""
+    from workloads.shards import expand_url
+
+    for url in sorted({job[1].data.url for job in jobs if job[1].data.url}):
+        if "://" in url or url.startswith("pipe:"):
+            continue
+        if not expand_url(url) or not all(os.path.exists(p) for p in expand_url(url)):
+            raise SweeperError(f"data.url={url!r} names shards that do not exist; check the path and the "
+                               f"{{0000..0099}} range")
+
+
+def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[Job]:
+    jobs = [compose_job(launcher, o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
+    check_shard_patterns(jobs)
+    return jobs
+
+
+# -- Ray ----------------------------------------------------------------------------
+def connect(ray_cfg) -> bool:
+    """Starts a local Ray (returns True) or attaches to `ray.address`."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: Dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                              "log_to_driver": False}
+    if ray_cfg.runtime_env:
+        kwargs["runtime_env"] = dict(ray_cfg.runtime_env)
+    if ray_cfg.address:
+        ray.init(address=ray_cfg.address, **kwargs)
+        return False
+    ray.init(num_cpus=ray_cfg.num_cpus, num_gpus=ray_cfg.num_gpus, **kwargs)
+    return True
+
+
+def cluster_shape() -> ClusterShape:
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return ClusterShape(node_cpus=[n["Resources"].get("CPU", 0.0) for n in nodes],
+                        node_gpus=[n["Resources"].get("GPU", 0.0) for n in nodes])
+
+
+def local_shape() -> ClusterShape:
+    """This machine alone, for a dry run that starts nothing."""
+    gpus = len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()]) \
+        if os.path.isdir("/dev") else 0
+    return ClusterShape(node_cpus=[float(os.cpu_count() or 1)], node_gpus=[float(gpus)])
+
+
+def _run_on_worker(spec: Dict[str, Any], timeout_s: float):
+    """Runs inside a Ray worker: fork the trial from this worker's zygote."""
+    from sweeper.isolation import shared_host
+
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "") if spec["num_gpus"] > 0 else ""
+    outcome = shared_host().run(spec, timeout_s, {"CUDA_VISIBLE_DEVICES": gpus})
+    outcome.record["worker_pid"] = os.getpid()
+    return outcome
+
+
+_REMOTE = None
+
+
+def submit(trial: Trial, spec: Dict[str, Any]):
+    global _REMOTE
+    import ray
+
+    if _REMOTE is None:
+        # max_calls=0 keeps the worker and its warm zygote even for GPU tasks: CUDA lives
+        # only in each trial's own child process, so nothing of one trial stays behind.
+        _REMOTE = ray.remote(max_calls=0)(_run_on_worker)
+    remote = _REMOTE.options(num_cpus=trial.num_cpus, num_gpus=trial.num_gpus, max_retries=0,
+                             name=f"trial-{trial.trial_id}")
+    return remote.remote(spec, trial.config.resources.timeout_s)
+
+
+# -- the sweep ----------------------------------------------------------------------
+def trial_spec(trial: Trial, root: RootConfig) -> Dict[str, Any]:
+    return {"trial_id": trial.trial_id, "index": trial.index, "config": trial.config,
+            "overrides": trial.overrides, "swept": trial.swept, "num_cpus": trial.num_cpus,
+            "num_gpus": trial.num_gpus, "sweep": root.sweep.name, "run_id": root.run_id,
+            "driver_pid": os.getpid()}
+
+
+def unfinished_record(spec: Dict[str, Any], status: str, error_type: str, message: str) -> Dict[str, Any]:
+    record = base_record(spec)
+    record.update(status=status, error_type=error_type, error_message=message, pid=None)
+    return record
+
+
+class Sweep:
+    """Collects finished trials, writes each at once, prints progress."""
+
+    def __init__(self, run: Path, total: int):
+        self.run, self.total = run, total
+        self.records: Dict[str, Dict[str, Any]] = {}
+        self.started = time.monotonic()
+
+    def finish(self, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> None:
+        write_trial(self.run, record, config, files)
+        self.records[record["trial_id"]] = record
+        write_summary(self.run, self.records.values())
+        print(display.progress_line(len(self.records), self.total, record, time.monotonic() - self.started),
+              flush=True)
+
+
+def run_trials(trials: List[Trial], jobs: List[Job], root: RootConfig, sweep: Sweep) -> None:
+    import ray
+
+    pending = {}
+    for trial, job in zip(trials, jobs):
+        spec = trial_spec(trial, root)
+        if trial.infeasible:
+            sweep.finish(unfinished_record(spec, "infeasible", "Infeasible", trial.infeasible), job[2], {})
+            continue
+        pending[submit(trial, spec)] = (spec, job)
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            spec, job = pending.pop(done[0])
+            try:
+                outcome = ray.get(done[0])
+                sweep.finish(outcome.record, job[2], outcome.files)
+            except Exception as exc:   # the worker itself died: still a row
+                sweep.finish(unfinished_record(spec, "failed", type(exc).__name__, str(exc)[-2000:]), job[2], {})
+    except KeyboardInterrupt:
+        for ref, (spec, job) in pending.items():
+            ray.cancel(ref)
+            sweep.finish(unfinished_record(spec, "cancelled", "Interrupted", "the sweep was interrupted"), job[2], {})
+        exitcodes.report(exitcodes.INTERRUPTED)
+
+
+def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
+    print(f"dry run: {len(trials)} trial(s) of sweep '{root.sweep.name}', nothing launched; results would go to {run}")
+    for t in trials:
+        note = f"  INFEASIBLE: {t.infeasible}" if t.infeasible else ""
+        print(f"  {t.trial_id}  cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.overrides)}{note}")
+
+
+def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
+    try:
+        jobs = compose_all(launcher, job_overrides, initial_job_idx)
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exitcodes.USAGE)
+    root = jobs[0][1]
+    run = run_dir(root.results_dir, root.sweep.name, root.run_id)
+    axes = swept_keys([j[0] for j in jobs])
+    if launcher.params.get("dry_run") or jobs[0][2].get("dry_run"):
+        print_plan(plan_trials([(j[0], j[1]) for j in jobs], local_shape()), root, run)
+        return _job_returns(jobs, [None] * len(jobs))
+    started_ray = connect(root.ray)
+    try:
+        shape = cluster_shape()
+        trials = plan_trials([(j[0], j[1]) for j in jobs], shape)
+        print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(shape, root)}, "
+              f"isolation={root.resources.isolation}", flush=True)
+        sweep = Sweep(run, len(trials))
+        run_trials(trials, jobs, root, sweep)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    rows = [summary_row(r) for r in sweep.records.values()]
+    print()
+    print(display.results_table(rows, axes))
+    print(display.footer(rows, root.resources.isolation, str(run)))
+    if any(r["status"] != "ok" for r in rows):
+        exitcodes.report(exitcodes.TRIALS_FAILED)
+    return _job_returns(jobs, [sweep.records.get(t.trial_id) for t in trials])
+
+
+def _describe(shape: ClusterShape, root: RootConfig) -> str:
+    where = f"Ray at {root.ray.address}" if root.ray.address else "a local Ray"
+    return (f"{where} ({len(shape.node_cpus)} node(s), {sum(shape.node_cpus):g} CPUs, "
+            f"{sum(shape.node_gpus):g} GPUs)")
+
+
+def _job_returns(jobs: List[Job], records: List[Any]) -> List[JobReturn]:
+    return [JobReturn(overrides=j[0], status=JobStatus.COMPLETED, _return_value=r, task_name="sweeper")
+            for j, r in zip(jobs, records)]

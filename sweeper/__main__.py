@@ -1,0 +1,53 @@
+"""`python -m sweeper [+sweep=NAME] [key=value ...]`: parse, compose, launch, exit.
+
+The heavy lifting happens in the launcher plugin (hydra_plugins/sweeper_ray_launcher),
+which imports Ray only when it launches; `--help` and config errors stay fast.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper import exitcodes
+from sweeper.config import register_configs
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def run_in_process(cfg: DictConfig) -> None:
+    """Hydra's task function, used only with another launcher (hydra/launcher=basic):
+    the trial still runs in a forked process of its own, just without Ray."""
+    from sweeper.isolation import shared_host
+    from sweeper.plan import plan_trials, ClusterShape
+    from sweeper.results import run_dir, write_trial
+    from sweeper.schema import root_config_from_dict
+
+    from hydra.core.hydra_config import HydraConfig
+
+    values = OmegaConf.to_container(cfg, resolve=True)
+    root = root_config_from_dict(values)
+    overrides = list(HydraConfig.get().overrides.task)
+    trial = plan_trials([(overrides, root)], ClusterShape([1.0], [0.0]))[0]
+    spec = {"trial_id": trial.trial_id, "index": 0, "config": trial.config, "overrides": overrides,
+            "swept": trial.swept, "num_cpus": trial.num_cpus, "num_gpus": 0.0, "sweep": root.sweep.name,
+            "run_id": root.run_id}
+    outcome = shared_host().run(spec, root.resources.timeout_s, {})
+    path = write_trial(run_dir(root.results_dir, root.sweep.name, root.run_id), outcome.record, values,
+                       outcome.files)
+    print(f"{outcome.record['status']}: {path}")
+
+
+_hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run_in_process)
+
+
+def main() -> None:
+    register_configs()
+    _hydra_main()
+    sys.exit(exitcodes.code())
+
+
+if __name__ == "__main__":
+    main()

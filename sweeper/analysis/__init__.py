@@ -1,0 +1,1 @@
+"""Analysis of sweep results: statistics, comparison, reports."""

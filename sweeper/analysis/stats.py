@@ -1,0 +1,308 @@
+"""Statistics over timing samples: pure functions over plain sequences.
+
+The unit of evidence is the repeat (one trial process), not the step. Steps of
+one process are autocorrelated and share that process's luck, so a test over
+pooled steps overstates significance (A/A pairs flagged 68-75% of the time on
+our hosts). `compare_cells` therefore takes one value per repeat.
+
+NaN marks a failed measurement (a failed trial is a row with NaN metrics) and
+is dropped before any statistic is computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Union
+
+import numpy as np
+from scipy import stats
+
+Statistic = Union[str, Callable[..., float]]
+
+FASTER = "faster"
+SLOWER = "slower"
+NO_CHANGE = "no detectable change"
+TOO_FEW = "too few repeats"
+
+# Exact Mann-Whitney null distribution stays cheap up to here (100 vs 100: ~20 ms);
+# past it the normal approximation is indistinguishable.
+_EXACT_MAX_N = 100
+# With ties the exact null is wrong; enumerate permutations instead while that is cheap
+# (8 vs 8 is 12,870 arrangements, ~0.1 s).
+_PERMUTATION_MAX = 20_000
+
+
+def _clean(samples: Sequence[float]) -> np.ndarray:
+    """1-D float array with NaNs (failed measurements) removed."""
+    x = np.asarray(samples, dtype=float).ravel()
+    return x[~np.isnan(x)]
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    mean: float
+    std: float
+    cv: float
+    p50: float
+    p95: float
+    min: float
+    max: float
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """q-th percentile (0-100), linear interpolation as numpy's default; NaN if empty."""
+    x = _clean(samples)
+    return float(np.percentile(x, q)) if x.size else math.nan
+
+
+def describe(samples: Sequence[float]) -> Summary:
+    """Summary of samples; never raises (empty input gives n=0 and NaNs)."""
+    x = _clean(samples)
+    if x.size == 0:
+        return Summary(0, *([math.nan] * 7))
+    mean = float(np.mean(x))
+    std = float(np.std(x, ddof=1)) if x.size > 1 else math.nan
+    cv = std / mean if mean != 0 else math.nan
+    p50, p95 = np.percentile(x, [50, 95])
+    return Summary(int(x.size), mean, std, cv, float(p50), float(p95),
+                   float(x.min()), float(x.max()))
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _p50(x, axis=-1):
+    return np.percentile(x, 50, axis=axis)
+
+
+def _p95(x, axis=-1):
+    return np.percentile(x, 95, axis=axis)
+
+
+def _mean(x, axis=-1):
+    return np.mean(x, axis=axis)
+
+
+_STATISTICS = {"p50": _p50, "p95": _p95, "mean": _mean}
+
+
+def _statistic(statistic: Statistic) -> Callable:
+    if callable(statistic):
+        return statistic
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)} or a callable, "
+                         f"got {statistic!r}")
+    return _STATISTICS[statistic]
+
+
+def _bootstrap_method(statistic: Statistic) -> str:
+    # BCa is unreliable for quantiles (its jackknife acceleration is erratic for a
+    # non-smooth statistic), so quantiles and unknown callables use the plain
+    # percentile interval; the mean is smooth and gets BCa.
+    return "BCa" if statistic == "mean" else "percentile"
+
+
+def bootstrap_ci(samples: Sequence[float], statistic: Statistic = "p50",
+                 confidence: float = 0.95, n_resamples: int = 2000,
+                 seed: int = 0) -> tuple[float, float]:
+    """Bootstrap confidence interval of a statistic; (nan, nan) below 2 samples."""
+    x = _clean(samples)
+    if x.size < 2:
+        return math.nan, math.nan
+    res = stats.bootstrap((x,), _statistic(statistic), n_resamples=n_resamples,
+                          confidence_level=confidence, method=_bootstrap_method(statistic),
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _items_per_second(items, seconds, axis=-1):
+    return np.sum(items, axis=axis) / np.sum(seconds, axis=axis)
+
+
+def throughput_ci(step_seconds: Sequence[float], items_per_step: Union[float, Sequence[float]],
+                  confidence: float = 0.95, n_resamples: int = 2000,
+                  seed: int = 0) -> tuple[float, float, float]:
+    """Items/s as total items / total time, with a bootstrap interval over steps.
+
+    Steps are resampled as (seconds, items) pairs. Steps are autocorrelated, so the
+    interval reflects one run's step noise only: compare cells over repeats instead.
+    """
+    seconds = np.asarray(step_seconds, dtype=float).ravel()
+    items = np.broadcast_to(np.asarray(items_per_step, dtype=float), seconds.shape)
+    keep = ~(np.isnan(seconds) | np.isnan(items))
+    seconds, items = seconds[keep], items[keep]
+    if seconds.size == 0:
+        return math.nan, math.nan, math.nan
+    point = float(_items_per_second(items, seconds))
+    if seconds.size < 2:
+        return point, math.nan, math.nan
+    res = stats.bootstrap((items, seconds), _items_per_second, paired=True,
+                          n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", rng=np.random.default_rng(seed))
+    return point, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _ratio_of_medians(a, b, axis=-1):
+    return np.median(b, axis=axis) / np.median(a, axis=axis)
+
+
+def ratio_of_medians_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                        n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """median(b) / median(a) with a bootstrap interval (each group resampled on its own)."""
+    a, b = _clean(a), _clean(b)
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan, math.nan
+    ratio = float(_ratio_of_medians(a, b))
+    if a.size < 2 or b.size < 2:
+        return ratio, math.nan, math.nan
+    res = stats.bootstrap((a, b), _ratio_of_medians, n_resamples=n_resamples,
+                          confidence_level=confidence, method="percentile",
+                          rng=np.random.default_rng(seed))
+    return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _resample_repeats(rng: np.random.Generator, repeats: list[np.ndarray]) -> np.ndarray:
+    """One hierarchical resample: draw repeats, then steps within each drawn repeat."""
+    picked = rng.integers(len(repeats), size=len(repeats))
+    drawn = [repeats[i] for i in picked]
+    return np.concatenate([r[rng.integers(r.size, size=r.size)] for r in drawn])
+
+
+def hierarchical_bootstrap_ci(repeats_a: Sequence[Sequence[float]],
+                              repeats_b: Sequence[Sequence[float]],
+                              statistic: Statistic = "p50", confidence: float = 0.95,
+                              n_resamples: int = 2000, seed: int = 0
+                              ) -> tuple[float, float, float]:
+    """Ratio b/a of a statistic over pooled steps, with a two-level bootstrap interval.
+
+    Resampling repeats first keeps the between-process spread in the interval, which
+    a bootstrap over pooled steps would hide. (nan bounds below 2 repeats a side.)
+    """
+    fn = _statistic(statistic)
+    a = [x for x in map(_clean, repeats_a) if x.size]
+    b = [x for x in map(_clean, repeats_b) if x.size]
+    if not a or not b:
+        return math.nan, math.nan, math.nan
+    ratio = float(fn(np.concatenate(b)) / fn(np.concatenate(a)))
+    if len(a) < 2 or len(b) < 2:
+        return ratio, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    ratios = [fn(_resample_repeats(rng, b)) / fn(_resample_repeats(rng, a))
+              for _ in range(n_resamples)]
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return ratio, float(low), float(high)
+
+
+# --------------------------------------------------------------------------- effect sizes, p-values
+
+
+def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float:
+    """P(a > b) - P(a < b) over all pairs, in [-1, 1]; positive: a tends to be larger."""
+    a, b = _clean(a), _clean(b)
+    if a.size == 0 or b.size == 0:
+        return math.nan
+    return float(np.mean(np.sign(a[:, None] - b[None, :])))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (monotone, capped at 1); NaNs pass through."""
+    p = np.asarray(pvalues, dtype=float)
+    out = p.copy()
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    m = order.size
+    scaled = (m - np.arange(m)) * p[order]
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return out.tolist()
+
+
+def min_achievable_p(n_a: int, n_b: int) -> float:
+    """Smallest two-sided exact Mann-Whitney p-value possible with these sizes."""
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Mann-Whitney p: exact where it is valid and cheap.
+
+    Repeats are few (3-20), where the normal approximation is poor and its p-values
+    can fall below what the sizes allow. The exact null assumes no ties, so with ties
+    the permutations are enumerated; only large samples use the normal approximation.
+    """
+    ties = np.unique(np.concatenate([a, b])).size < a.size + b.size
+    arrangements = math.comb(a.size + b.size, a.size)
+    if not ties and max(a.size, b.size) <= _EXACT_MAX_N:
+        method = "exact"
+    elif ties and arrangements <= _PERMUTATION_MAX:
+        method = stats.PermutationMethod(n_resamples=arrangements)
+    else:
+        method = "asymptotic"
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
+
+
+# --------------------------------------------------------------------------- comparing cells
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A vs B over per-repeat values (lower is better); ratio = median(b) / median(a)."""
+    n_a: int
+    n_b: int
+    p_value: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    cliffs_delta: float
+    verdict: str = ""
+    alpha: float = 0.05       # thresholds the verdict was decided with,
+    min_effect: float = 0.05  # kept so apply_holm can decide again
+    p_adjusted: Optional[float] = None  # None means "not adjusted": the raw p
+
+    def __post_init__(self):
+        if self.p_adjusted is None:
+            object.__setattr__(self, "p_adjusted", self.p_value)
+
+
+def decide(comparison: Comparison, alpha: Optional[float] = None,
+           min_effect: Optional[float] = None) -> str:
+    """Verdict for b against a; thresholds default to the comparison's own.
+
+    Flagged only when significant AND the ratio reaches 1 + min_effect either way,
+    as asv does (ratio > 1 + f or ratio < 1 / (1 + f), so swapping a and b swaps the
+    verdict exactly). Lower is better, so ratio < 1 means b is faster.
+    """
+    alpha = comparison.alpha if alpha is None else alpha
+    min_effect = comparison.min_effect if min_effect is None else min_effect
+    if min_achievable_p(comparison.n_a, comparison.n_b) >= alpha:
+        return TOO_FEW
+    r = comparison.ratio
+    if not comparison.p_adjusted < alpha or not (r > 0 and math.isfinite(r)):
+        return NO_CHANGE
+    if max(r, 1 / r) < 1 + min_effect:
+        return NO_CHANGE
+    return FASTER if r < 1 else SLOWER
+
+
+def compare_cells(a_repeats: Sequence[float], b_repeats: Sequence[float],
+                  alpha: float = 0.05, min_effect: float = 0.05, confidence: float = 0.95,
+                  n_resamples: int = 2000, seed: int = 0) -> Comparison:
+    """Compare two cells over their repeats (one value per repeat, e.g. its p50 step time)."""
+    a, b = _clean(a_repeats), _clean(b_repeats)
+    p = _mannwhitney_p(a, b) if a.size and b.size else math.nan
+    ratio, low, high = ratio_of_medians_ci(a, b, confidence, n_resamples, seed)
+    c = Comparison(int(a.size), int(b.size), p, ratio, low, high, cliffs_delta(a, b),
+                   alpha=alpha, min_effect=min_effect)
+    return dataclasses.replace(c, verdict=decide(c))
+
+
+def apply_holm(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """Holm-adjust p-values across a family of comparisons and decide each again."""
+    adjusted = holm([c.p_value for c in comparisons])
+    out = [dataclasses.replace(c, p_adjusted=p) for c, p in zip(comparisons, adjusted)]
+    return [dataclasses.replace(c, verdict=decide(c)) for c in out]

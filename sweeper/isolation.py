@@ -1,0 +1,144 @@
+"""Runs each trial in a process of its own, forked from a warm zygote.
+
+`TrialHost.run` is what a Ray task calls (and what the in-process path calls):
+it hands the spec to the zygote, waits for the child with a wall-clock limit,
+kills the child's whole process group (DataLoader workers included) when the
+limit passes or the caller is cancelled, and returns the child's record plus
+the bytes of the files it wrote, so the driver can write them on its own disk.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from sweeper.trial import LOG_FILE, RECORD_FILE, base_record
+
+LOG_TAIL_LINES = 40
+
+
+@dataclass
+class Outcome:
+    record: Dict[str, Any]
+    files: Dict[str, bytes] = field(default_factory=dict)
+
+
+def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class _LineReader:
+    """Reads newline-terminated JSON from a pipe with a deadline."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, b""
+
+    def read(self, timeout_s: Optional[float]) -> Optional[dict]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise EOFError("the trial zygote exited")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+class TrialHost:
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+        self.reader: Optional[_LineReader] = None
+
+    def _ensure_zygote(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.proc = subprocess.Popen([sys.executable, "-m", "sweeper._zygote"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.reader = _LineReader(self.proc.stdout.fileno())
+        self.reader.read(timeout_s=300)    # {"ready": pid}: torch imported
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
+        self._ensure_zygote()
+        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-"))
+        try:
+            (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
+            self.proc.stdin.write((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
+            pid = self.reader.read(timeout_s=60)["pid"]
+            status = "ok"
+            try:
+                ended = self.reader.read(timeout_s=timeout_s)
+            except BaseException:              # cancelled (Ctrl-C, ray.cancel): take the trial down too
+                _kill_group(pid)
+                raise
+            if ended is None:
+                status = "timeout"
+                _kill_group(pid)
+                ended = self.reader.read(timeout_s=30) or {"exit": None}
+            return collect(spec, scratch, ended.get("exit"), status, timeout_s)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], status: str,
+            timeout_s: float) -> Outcome:
+    """The child's record and files; a record of our own when it left none."""
+    record_path = scratch / RECORD_FILE
+    log = (scratch / LOG_FILE).read_text(errors="replace") if (scratch / LOG_FILE).exists() else ""
+    if status == "ok" and record_path.exists():
+        record = json.loads(record_path.read_text())
+    else:
+        record = base_record(spec)
+        record["status"] = status if status != "ok" else "failed"
+        record["error_type"], record["error_message"] = _exit_reason(status, exit_code, timeout_s)
+    if record["status"] != "ok":
+        record["log_tail"] = log_tail(log)
+    files = {p.name: p.read_bytes() for p in scratch.iterdir()
+             if p.is_file() and p.name not in ("spec.pkl", RECORD_FILE) and not p.name.startswith(".")}
+    return Outcome(record=record, files=files)
+
+
+def _exit_reason(status: str, exit_code: Optional[int], timeout_s: float) -> tuple:
+    if status == "timeout":
+        return "TrialTimeout", f"ran past resources.timeout_s={timeout_s:g} s and was killed with its process group"
+    if exit_code is not None and exit_code < 0:
+        name = signal.Signals(-exit_code).name
+        return "TrialKilled", f"the trial process was killed by {name}"
+    return "TrialCrashed", f"the trial process exited with code {exit_code} and left no record"
+
+
+_HOST: Optional[TrialHost] = None
+
+
+def shared_host() -> TrialHost:
+    """One zygote per worker process, reused across the trials it runs."""
+    global _HOST
+    if _HOST is None:
+        _HOST = TrialHost()
+    return _HOST

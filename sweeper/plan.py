@@ -1,0 +1,121 @@
+"""Pure planning: composed configs -> trials with stable ids and resource requests.
+
+No Ray, no files, no clocks: the launcher hands in the cluster's shape and gets
+back what to submit, so every rule here is tested as a table of cases.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from sweeper.schema import TrialConfig, swept_value, trial_dict
+
+# Keys that say where or how a run happens, not what a trial measures: left out of the id.
+_ID_EXCLUDED = {("data", "cache_dir"), ("resources", "timeout_s")}
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What the scheduler can place onto: per-node CPU and GPU counts."""
+    node_cpus: Sequence[float]
+    node_gpus: Sequence[float]
+
+    @property
+    def has_gpus(self) -> bool:
+        return any(g > 0 for g in self.node_gpus)
+
+
+@dataclass
+class Trial:
+    index: int
+    trial_id: str
+    overrides: List[str]
+    swept: Dict[str, Any]
+    config: TrialConfig
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    infeasible: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+def trial_id(cfg: TrialConfig) -> str:
+    """Stable hash of what the trial measures: the same grid point gets the same id in every run."""
+    values = trial_dict(cfg)
+    for section, key in _ID_EXCLUDED:
+        values[section].pop(key, None)
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha1(canonical.encode()).hexdigest()[:12]
+
+
+def override_key(override: str) -> str:
+    """'data.num_workers=2' -> 'data.num_workers' (also '+key=v', '++key=v', '~key')."""
+    key = override.split("=", 1)[0]
+    return key.lstrip("+~")
+
+
+def swept_keys(all_overrides: Sequence[Sequence[str]]) -> List[str]:
+    """The keys that define grid points: those whose value differs between jobs, or, for a
+    single job, every key the user set. Group choices (+sweep=...) and dry_run are not axes."""
+    seen: Dict[str, set] = {}
+    for overrides in all_overrides:
+        for o in overrides:
+            key = override_key(o)
+            if "=" in o and "." in key:
+                seen.setdefault(key, set()).add(o.split("=", 1)[1])
+    varying = [k for k, values in seen.items() if len(values) > 1]
+    return varying if varying or len(all_overrides) > 1 else list(seen)
+
+
+def swept_values(cfg: TrialConfig, keys: Sequence[str]) -> Dict[str, Any]:
+    return {k: swept_value(cfg, k) for k in keys}
+
+
+def wanted_cpus(cfg: TrialConfig) -> float:
+    """A loader with N workers keeps N + 1 processes busy."""
+    if cfg.resources.cpus is not None:
+        return float(cfg.resources.cpus)
+    return float(cfg.data.num_workers + 1)
+
+
+def wanted_gpus(cfg: TrialConfig, cluster: ClusterShape) -> float:
+    if cfg.resources.gpus is not None:
+        return float(cfg.resources.gpus)
+    return 1.0 if cluster.has_gpus else 0.0
+
+
+def request(cfg: TrialConfig, cluster: ClusterShape) -> tuple[float, float]:
+    """(num_cpus, num_gpus) for Ray, shaped by the isolation mode."""
+    biggest = max(cluster.node_cpus, default=1.0)
+    cpus = min(wanted_cpus(cfg), biggest)        # a 2-core laptop still runs num_workers=8
+    gpus = wanted_gpus(cfg, cluster)
+    mode = cfg.resources.isolation
+    if mode == "node":
+        # Asking for a whole node's CPUs keeps other trials off it while this one runs.
+        cpus = max(cpus, min(cluster.node_cpus, default=cpus))
+    elif mode == "gpu" and gpus > 0:
+        gpus = float(max(1, round(gpus)))
+    return cpus, gpus
+
+
+def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape) -> Optional[str]:
+    """Ray would leave such a request pending for ever, so say so before submitting."""
+    if num_gpus > max(cluster.node_gpus, default=0.0):
+        return f"asks for {num_gpus:g} GPU(s) but no node has more than {max(cluster.node_gpus, default=0.0):g}"
+    if num_cpus > max(cluster.node_cpus, default=0.0):
+        return f"asks for {num_cpus:g} CPU(s) but no node has more than {max(cluster.node_cpus, default=0.0):g}"
+    return None
+
+
+def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:
+    """One Trial per job (overrides, checked config), in submission order."""
+    trials, keys = [], swept_keys([o for o, _ in jobs])
+    for index, (overrides, cfg) in enumerate(jobs):
+        cpus, gpus = request(cfg, cluster)
+        trials.append(Trial(
+            index=index, trial_id=trial_id(cfg), overrides=list(overrides),
+            swept=swept_values(cfg, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
+            infeasible=infeasible_reason(cpus, gpus, cluster),
+        ))
+    return trials

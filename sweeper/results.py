@@ -1,0 +1,148 @@
+"""The results folder: layout, atomic writes, and loading for notebooks.
+
+    results/<sweep>/<run-id>/
+        summary.parquet, summary.csv        one row per trial
+        trials/<trial-id>/config.yaml       the trial's resolved config
+        trials/<trial-id>/steps.parquet     one row per step
+        trials/<trial-id>/trial.json        status, figures, fingerprint, overrides
+        trials/<trial-id>/trial.log         what the trial printed
+
+A trial folder is built under a temporary name and renamed into place, and
+trial.json is its last file, so a folder without it is half-written.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Tuple
+
+import yaml
+
+TRIAL_JSON = "trial.json"
+SUMMARY_BASENAME = "summary"
+
+# Summary columns taken from the record's figures and summary, in display order.
+_FIGURES = ("time_to_first_batch_s", "pin_memory_effective", "device")
+_SUMMARY = ("items_per_s", "step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "steps")
+
+
+def run_dir(results_dir: str, sweep: str, run_id: str) -> Path:
+    return Path(results_dir).expanduser() / sweep / run_id
+
+
+def trial_dir(run: Path, trial_id: str) -> Path:
+    return run / "trials" / trial_id
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_trial(run: Path, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> Path:
+    """Writes a whole trial folder, replacing any earlier one for the same trial id."""
+    final = trial_dir(run, record["trial_id"])
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".staging-{record['trial_id']}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir()
+    (staging / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for name, data in files.items():
+        (staging / name).write_bytes(data)
+    record = {**record, "files": sorted(files)}
+    (staging / TRIAL_JSON).write_text(json.dumps(_finite(record), indent=2, sort_keys=True, default=str))
+    _swap_in(staging, final)
+    return final
+
+
+def _swap_in(staging: Path, final: Path) -> None:
+    if final.exists():
+        old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+        os.replace(final, old)
+        os.replace(staging, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, final)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: write null instead, so other tools can read the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
+    """One flat row per trial: swept values, resources, headline figures, status."""
+    row: Dict[str, Any] = {"trial_id": record["trial_id"], "status": record["status"]}
+    row.update({k: v for k, v in record.get("swept", {}).items()})
+    resources = record.get("resources", {})
+    row.update({"isolation": resources.get("isolation"), "num_cpus": resources.get("num_cpus"),
+                "num_gpus": resources.get("num_gpus"), "threads": resources.get("threads")})
+    figures, summary = record.get("figures", {}), record.get("summary", {})
+    row.update({k: figures.get(k) for k in _FIGURES})
+    row.update({k: summary.get(k) for k in _SUMMARY})
+    row.update({k: v for k, v in summary.items() if k.startswith("phase_")})
+    row.update({"error_type": record.get("error_type"), "error_message": record.get("error_message"),
+                "overrides": " ".join(record.get("overrides", [])), "pid": record.get("pid"),
+                "host": (record.get("fingerprint") or {}).get("host")})
+    return row
+
+
+def write_summary(run: Path, records: Iterable[Dict[str, Any]]) -> Path:
+    import pandas as pd
+
+    frame = _parquet_safe(pd.DataFrame([summary_row(r) for r in records]))
+    run.mkdir(parents=True, exist_ok=True)
+    parquet = run / f"{SUMMARY_BASENAME}.parquet"
+    tmp = run / f".{SUMMARY_BASENAME}.parquet.tmp"
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, parquet)
+    write_bytes_atomic(run / f"{SUMMARY_BASENAME}.csv", frame.to_csv(index=False).encode())
+    return parquet
+
+
+def _parquet_safe(frame):
+    """Columns that mix types (a swept value of None and 2) become text, which parquet accepts."""
+    for column in frame.columns:
+        kinds = {type(v) for v in frame[column] if v is not None}
+        if frame[column].dtype == object and len(kinds) > 1:
+            frame[column] = frame[column].map(lambda v: None if v is None else str(v))
+    return frame
+
+
+def read_records(run: Path) -> List[Dict[str, Any]]:
+    """Every complete trial record in a run folder (half-written folders are skipped)."""
+    trials = Path(run) / "trials"
+    if not trials.is_dir():
+        return []
+    out = []
+    for folder in sorted(trials.iterdir()):
+        path = folder / TRIAL_JSON
+        if folder.name.startswith(".") or not path.exists():
+            continue
+        out.append(json.loads(path.read_text()))
+    return out
+
+
+def load(path: str | os.PathLike) -> Tuple["pandas.DataFrame", "pandas.DataFrame"]:
+    """(summary, steps) of a run folder as pandas DataFrames; steps has a trial_id column."""
+    import pandas as pd
+
+    run = Path(path)
+    summary = pd.read_parquet(run / f"{SUMMARY_BASENAME}.parquet")
+    frames = []
+    for record in read_records(run):
+        steps = trial_dir(run, record["trial_id"]) / "steps.parquet"
+        if steps.exists():
+            frames.append(pd.read_parquet(steps).assign(trial_id=record["trial_id"]))
+    steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return summary, steps

@@ -1,0 +1,178 @@
+"""Typed config schemas: the one place where keys, defaults and checks live.
+
+YAML under conf/ holds values; these dataclasses hold the shape. Hydra merges
+the YAML onto them (so a typo fails with "Key 'x' not in 'DataConfig'"), and
+`SweepConfig.from_dict` turns the resolved dict into checked objects once, at
+the edge. Nothing here imports Hydra, Ray or torch: trial workers unpickle these.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from sweeper.errors import ConfigError
+
+ISOLATION_MODES = ("node", "gpu", "pack")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {message}")
+
+
+@dataclass
+class DataConfig:
+    # Synthetic shards are made on first use unless `url` names the user's own.
+    url: Optional[str] = None            # e.g. /data/train-{0000..0099}.tar
+    cache_dir: str = "~/.cache/sweeper/shards"
+    num_shards: int = 16
+    samples_per_shard: int = 256
+    seq_len: int = 1024                  # each sample holds seq_len + 1 int32 tokens
+    vocab_size: int = 50257
+    seed: int = 0
+    # DataLoader knobs: the axes most sweeps vary.
+    batch_size: int = 32
+    num_workers: int = 0
+    prefetch_factor: Optional[int] = None
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    shuffle_buffer: int = 0              # 0: read in shard order
+
+    def check(self) -> None:
+        for name in ("num_shards", "samples_per_shard", "seq_len", "vocab_size", "batch_size"):
+            _require(getattr(self, name) > 0, f"data.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(self.num_workers >= 0, "data.num_workers", f"must be 0 or more, got {self.num_workers}")
+        _require(self.shuffle_buffer >= 0, "data.shuffle_buffer", "must be 0 or more")
+        if self.prefetch_factor is not None:
+            _require(self.num_workers > 0, "data.prefetch_factor",
+                     "only applies with data.num_workers > 0; set data.prefetch_factor=null for num_workers=0")
+            _require(self.prefetch_factor > 0, "data.prefetch_factor", f"must be positive, got {self.prefetch_factor}")
+        _require(not (self.persistent_workers and self.num_workers == 0), "data.persistent_workers",
+                 "needs data.num_workers > 0")
+
+
+@dataclass
+class WorkloadConfig:
+    # `target` is "module:function"; the function gets (cfg, probe) and may return a dict of extra figures.
+    target: str = "workloads.dataloader:run"
+    steps: int = 100                     # measured steps, after warm-up
+    warmup_steps: int = 10               # recorded, flagged, excluded from statistics
+    device: str = "auto"                 # auto: cuda when the trial was given a GPU
+    threads: Optional[int] = None        # torch threads; default: the CPUs Ray gave the trial
+    seed: int = 0
+    params: Dict[str, Any] = field(default_factory=dict)  # free-form, for user workloads
+
+    def check(self) -> None:
+        _require(":" in self.target, "workload.target", f"must look like 'package.module:function', got {self.target!r}")
+        _require(self.steps > 0, "workload.steps", f"must be positive, got {self.steps}")
+        _require(self.warmup_steps >= 0, "workload.warmup_steps", "must be 0 or more")
+        _require(self.device in DEVICES, "workload.device", f"must be one of {DEVICES}, got {self.device!r}")
+        _require(self.threads is None or self.threads > 0, "workload.threads", "must be positive")
+
+
+@dataclass
+class ResourcesConfig:
+    # How trials share a machine: node = one trial per node at a time (loader sweeps),
+    # gpu = one per GPU, pack = as many as their CPU and GPU requests allow.
+    isolation: str = "node"
+    gpus: Optional[float] = None         # None: 1 when the cluster has GPUs, else 0
+    cpus: Optional[float] = None         # None: num_workers + 1, capped at one node's CPUs
+    timeout_s: float = 1800.0            # wall-clock limit per trial
+
+    def check(self) -> None:
+        _require(self.isolation in ISOLATION_MODES, "resources.isolation",
+                 f"must be one of {ISOLATION_MODES}, got {self.isolation!r}")
+        _require(self.gpus is None or self.gpus >= 0, "resources.gpus", "must be 0 or more")
+        _require(self.cpus is None or self.cpus > 0, "resources.cpus", "must be positive")
+        _require(self.timeout_s > 0, "resources.timeout_s", "must be positive")
+
+
+@dataclass
+class RayConfig:
+    address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": attach
+    num_cpus: Optional[int] = None       # for a local Ray only
+    num_gpus: Optional[int] = None       # for a local Ray only
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SweepMeta:
+    name: str = "single"
+    description: str = ""
+
+
+@dataclass
+class TrialConfig:
+    """What one trial receives: everything that shapes its measurement."""
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+
+    def check(self) -> None:
+        self.workload.check()
+        self.data.check()
+        self.resources.check()
+
+
+@dataclass
+class RootConfig(TrialConfig):
+    """The whole composed config (without `hydra`)."""
+    sweep: SweepMeta = field(default_factory=SweepMeta)
+    ray: RayConfig = field(default_factory=RayConfig)
+    results_dir: str = "results"
+    run_id: str = "???"
+    dry_run: bool = False                # print the trial plan and launch nothing
+
+
+def _build(cls, values: Dict[str, Any], prefix: str):
+    """Dataclass from a plain dict, naming the dotted key of anything unknown."""
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        _require(key in known, f"{prefix}{key}", f"unknown key; valid keys: {sorted(known)}")
+        sub = known[key].type
+        sub_cls = _SECTIONS.get(sub) if isinstance(sub, str) else None
+        kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
+    return cls(**kwargs)
+
+
+_SECTIONS = {
+    "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
+    "RayConfig": RayConfig, "SweepMeta": SweepMeta,
+}
+
+TRIAL_SECTIONS = ("workload", "data", "resources")
+
+
+def trial_config_from_dict(values: Dict[str, Any]) -> TrialConfig:
+    """Checked TrialConfig from a resolved dict; extra top-level keys are ignored."""
+    picked = {k: values[k] for k in TRIAL_SECTIONS if k in values}
+    cfg = _build(TrialConfig, picked, "")
+    cfg.check()
+    return cfg
+
+
+def root_config_from_dict(values: Dict[str, Any]) -> RootConfig:
+    values = {k: v for k, v in values.items() if k != "hydra"}
+    cfg = _build(RootConfig, values, "")
+    cfg.check()
+    return cfg
+
+
+def trial_dict(cfg: TrialConfig) -> Dict[str, Any]:
+    return {k: dataclasses.asdict(getattr(cfg, k)) for k in TRIAL_SECTIONS}
+
+
+def swept_value(cfg: TrialConfig, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    return node
+
+
+__all__: List[str] = [
+    "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
+    "RootConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+]

@@ -1,0 +1,114 @@
+"""The trial runner: runs in the trial's own process, never in the driver.
+
+Sets threads, seeds and device, builds the probe, calls the workload, and writes
+the trial's files (steps.parquet, record.json) into a scratch folder that the
+caller moves into the results folder. A workload that raises becomes a record
+with status "failed", its error type and message: a row, not a crash.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict
+
+from sweeper.probe import Probe
+from sweeper.schema import TrialConfig
+
+RECORD_VERSION = 1
+RECORD_FILE = "record.json"
+STEPS_FILE = "steps.parquet"
+LOG_FILE = "trial.log"
+
+
+def load_workload(target: str) -> Callable[..., Any]:
+    module_name, _, func_name = target.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, func_name)
+    except AttributeError:
+        raise AttributeError(f"workload.target={target!r}: module {module_name!r} has no {func_name!r}") from None
+
+
+def resolve_device(wanted: str) -> str:
+    import torch
+
+    if wanted == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if wanted == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("workload.device=cuda but this trial has no visible GPU; ask for resources.gpus=1")
+    return wanted
+
+
+def setup(cfg: TrialConfig, num_cpus: float) -> Dict[str, Any]:
+    """Threads and seeds; Ray's OMP_NUM_THREADS alone left torch at one thread."""
+    import numpy as np
+    import torch
+
+    threads = cfg.workload.threads or max(1, int(num_cpus))
+    torch.set_num_threads(threads)
+    random.seed(cfg.workload.seed)
+    np.random.seed(cfg.workload.seed)
+    torch.manual_seed(cfg.workload.seed)
+    cfg.workload.device = resolve_device(cfg.workload.device)
+    return {"threads": threads, "device": cfg.workload.device}
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def write_steps(path: Path, rows: list) -> None:
+    import pandas as pd
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def base_record(spec: Dict[str, Any]) -> Dict[str, Any]:
+    return {
+        "record_version": RECORD_VERSION,
+        "trial_id": spec["trial_id"], "index": spec["index"],
+        "sweep": spec.get("sweep"), "run_id": spec.get("run_id"),
+        "overrides": spec["overrides"], "swept": spec["swept"],
+        "resources": {"num_cpus": spec["num_cpus"], "num_gpus": spec["num_gpus"],
+                      "isolation": spec["config"].resources.isolation},
+        "pid": os.getpid(), "driver_pid": spec.get("driver_pid"),
+        "status": "failed", "error_type": None, "error_message": None,
+        "summary": {}, "figures": {}, "warnings": [],
+    }
+
+
+def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
+    """Runs one trial and writes its record; never raises for a workload's failure."""
+    record = base_record(spec)
+    record["started_at"] = time.time()
+    cfg: TrialConfig = spec["config"]
+    probe = Probe(warmup_steps=cfg.workload.warmup_steps)
+    try:
+        from sweeper.fingerprint import fingerprint
+
+        record["resources"].update(setup(cfg, spec["num_cpus"]))
+        record["fingerprint"] = fingerprint()
+        extra = load_workload(cfg.workload.target)(cfg, probe) or {}
+        record["figures"] = {**probe.figures, **extra}
+        record["summary"] = probe.summary()
+        record["status"] = "ok"
+    except Exception as exc:   # a failed trial is a row: keep its type and message
+        record["error_type"] = type(exc).__name__
+        record["error_message"] = str(exc)[-2000:]
+        record["figures"] = dict(probe.figures)
+        traceback.print_exc()
+    record["warnings"] = probe.warnings
+    record["ended_at"] = time.time()
+    if probe.rows:
+        write_steps(scratch / STEPS_FILE, probe.rows)
+    write_json_atomic(scratch / RECORD_FILE, record)
+    return record

@@ -1,0 +1,293 @@
+"""Tests for sweeper.analysis.stats: pinned numbers, scipy called directly, symmetry."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from sweeper.analysis import stats
+
+SAMPLES = [3.1, 2.7, 2.9, 3.4, 5.0, 2.8, 3.0, 3.3, 2.95, 3.05]
+
+
+def _lognormal(seed, n, median=0.045, cv=0.02):
+    return median * np.exp(np.random.default_rng(seed).normal(0.0, cv, n))
+
+
+def _simulate_steps(rng, shape, steps=100, phi=0.6, step_cv=0.05, process_cv=0.07):
+    """Step times of shape + (steps,): AR(1) step noise around a per-process offset."""
+    offset = rng.normal(0.0, process_cv, shape + (1,))
+    shocks = rng.normal(0.0, step_cv * math.sqrt(1 - phi**2), shape + (steps,))
+    noise = np.empty_like(shocks)
+    noise[..., 0] = rng.normal(0.0, step_cv, shape)  # start in the stationary state
+    for t in range(1, steps):
+        noise[..., t] = phi * noise[..., t - 1] + shocks[..., t]
+    return 0.045 * np.exp(offset + noise)
+
+
+# --------------------------------------------------------------------------- describe, percentile
+
+
+def test_describe_matches_numpy():
+    s = stats.describe(SAMPLES)
+    x = np.array(SAMPLES)
+    assert s.n == 10
+    assert s.mean == pytest.approx(np.mean(x))
+    assert s.std == pytest.approx(np.std(x, ddof=1))
+    assert s.cv == pytest.approx(np.std(x, ddof=1) / np.mean(x))
+    assert s.p50 == pytest.approx(np.percentile(x, 50))
+    assert s.p95 == pytest.approx(np.percentile(x, 95))
+    assert (s.min, s.max) == (2.7, 5.0)
+
+
+def test_describe_pinned():
+    s = stats.describe([1.0, 2.0, 3.0, 4.0])
+    assert (s.mean, s.p50, s.p95) == pytest.approx((2.5, 2.5, 3.85))
+    assert s.std == pytest.approx(math.sqrt(5 / 3))
+
+
+def test_describe_empty_and_single():
+    empty = stats.describe([])
+    assert empty.n == 0
+    assert all(math.isnan(getattr(empty, f)) for f in
+               ("mean", "std", "cv", "p50", "p95", "min", "max"))
+    one = stats.describe([0.5])
+    assert (one.n, one.mean, one.p50, one.p95, one.min, one.max) == (1, *[0.5] * 5)
+    assert math.isnan(one.std) and math.isnan(one.cv)
+
+
+def test_describe_drops_failed_measurements():
+    assert stats.describe([1.0, math.nan, 3.0]) == stats.describe([1.0, 3.0])
+
+
+@pytest.mark.parametrize("q", [0, 25, 50, 90, 95, 100])
+def test_percentile_matches_numpy(q):
+    assert stats.percentile(SAMPLES, q) == pytest.approx(np.percentile(SAMPLES, q))
+
+
+def test_percentile_pinned_and_empty():
+    assert stats.percentile([1, 2, 3, 4], 95) == pytest.approx(3.85)
+    assert math.isnan(stats.percentile([], 50))
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+@pytest.mark.parametrize("statistic, fn, method", [
+    ("p50", lambda x, axis: np.percentile(x, 50, axis=axis), "percentile"),
+    ("p95", lambda x, axis: np.percentile(x, 95, axis=axis), "percentile"),
+    ("mean", lambda x, axis: np.mean(x, axis=axis), "BCa"),
+])
+def test_bootstrap_ci_equals_scipy(statistic, fn, method):
+    ours = stats.bootstrap_ci(SAMPLES, statistic, confidence=0.9, n_resamples=1000, seed=7)
+    ref = sps.bootstrap((np.array(SAMPLES),), fn, confidence_level=0.9, n_resamples=1000,
+                        method=method, rng=np.random.default_rng(7)).confidence_interval
+    assert ours == (ref.low, ref.high)
+
+
+def test_bootstrap_ci_callable_and_seed():
+    def spread(x, axis=-1):
+        return np.max(x, axis=axis) - np.min(x, axis=axis)
+
+    ours = stats.bootstrap_ci(SAMPLES, spread, n_resamples=500, seed=3)
+    ref = sps.bootstrap((np.array(SAMPLES),), spread, n_resamples=500, method="percentile",
+                        rng=np.random.default_rng(3)).confidence_interval
+    assert ours == (ref.low, ref.high)
+    seeded = [stats.bootstrap_ci(SAMPLES, "mean", seed=seed) for seed in (1, 2)]
+    assert seeded[0] != seeded[1]
+
+
+def test_bootstrap_ci_too_few_and_bad_name():
+    assert all(math.isnan(v) for v in stats.bootstrap_ci([1.0]))
+    assert all(math.isnan(v) for v in stats.bootstrap_ci([]))
+    with pytest.raises(ValueError, match="p50"):
+        stats.bootstrap_ci(SAMPLES, "median")
+
+
+def test_throughput_ci():
+    seconds = [0.10, 0.20, 0.10, 0.20, 0.15, 0.12]
+    point, low, high = stats.throughput_ci(seconds, 32, n_resamples=1000, seed=0)
+    assert point == pytest.approx(6 * 32 / 0.87)
+    items = np.full(6, 32.0)
+    ref = sps.bootstrap((items, np.array(seconds)), lambda i, s, axis: i.sum(axis) / s.sum(axis),
+                        paired=True, n_resamples=1000, method="percentile",
+                        rng=np.random.default_rng(0)).confidence_interval
+    assert (low, high) == (ref.low, ref.high)
+    assert low < point < high
+
+
+def test_throughput_ci_single_step():
+    point, low, high = stats.throughput_ci([0.5], [10])
+    assert point == 20.0 and math.isnan(low) and math.isnan(high)
+
+
+def test_ratio_of_medians_ci_equals_scipy():
+    a, b = _lognormal(1, 6), _lognormal(2, 7) * 1.1
+    ratio, low, high = stats.ratio_of_medians_ci(a, b, n_resamples=1000, seed=4)
+    assert ratio == pytest.approx(np.median(b) / np.median(a))
+    ref = sps.bootstrap((a, b), lambda x, y, axis: np.median(y, axis) / np.median(x, axis),
+                        n_resamples=1000, method="percentile",
+                        rng=np.random.default_rng(4)).confidence_interval
+    assert (low, high) == (ref.low, ref.high)
+    assert low <= ratio <= high
+
+
+# --------------------------------------------------------------------------- effect size, holm
+
+
+def test_cliffs_delta_hand_computed():
+    # pairs (a, b): (1,2)- (1,4)- (2,2)0 (2,4)- (3,2)+ (3,4)-  ->  (1 - 4) / 6
+    assert stats.cliffs_delta([1, 2, 3], [2, 4]) == pytest.approx(-0.5)
+    assert stats.cliffs_delta([2, 4], [1, 2, 3]) == pytest.approx(0.5)
+    assert stats.cliffs_delta([5, 6], [1, 2]) == 1.0
+    assert math.isnan(stats.cliffs_delta([], [1.0]))
+
+
+def test_holm_hand_computed():
+    # sorted 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> running max 0.06
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_holm_nan_passthrough_cap_and_empty():
+    out = stats.holm([0.01, math.nan, 0.04, 0.03])
+    assert math.isnan(out[1])
+    assert [out[0], out[2], out[3]] == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.6, 0.7]) == [1.0, 1.0]
+    assert stats.holm([]) == []
+
+
+def test_min_achievable_p():
+    assert stats.min_achievable_p(3, 3) == pytest.approx(0.1)
+    assert stats.min_achievable_p(4, 4) == pytest.approx(2 / 70)
+    assert stats.min_achievable_p(0, 5) == 1.0
+    # complete separation reaches the floor exactly
+    p = sps.mannwhitneyu([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], method="exact").pvalue
+    assert stats.min_achievable_p(5, 5) == pytest.approx(p) == pytest.approx(2 / 252)
+
+
+# --------------------------------------------------------------------------- compare_cells
+
+
+def test_compare_cells_pinned():
+    # a > b in 1 of 16 pairs (5 > 4): U = 1, P(U <= 1) = 2/70, two-sided 4/70
+    c = stats.compare_cells([1, 2, 3, 5], [4, 6, 7, 8])
+    assert (c.n_a, c.n_b) == (4, 4)
+    assert c.p_value == pytest.approx(4 / 70)
+    assert c.cliffs_delta == pytest.approx(-14 / 16)
+    assert c.ratio == pytest.approx(6.5 / 2.5)
+    assert c.p_adjusted == c.p_value
+    assert c.verdict == stats.NO_CHANGE  # 0.057 > alpha
+
+
+def test_compare_cells_p_equals_scipy_exact():
+    a, b = _lognormal(10, 7), _lognormal(11, 9)
+    c = stats.compare_cells(a, b)
+    assert c.p_value == sps.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+
+
+def test_compare_cells_ties_use_exact_permutation():
+    a, b = [1, 2, 2, 3, 5], [2, 4, 6, 7, 8]
+    ref = sps.mannwhitneyu(a, b, method=sps.PermutationMethod(n_resamples=252)).pvalue
+    assert stats.compare_cells(a, b).p_value == pytest.approx(ref)
+
+
+@pytest.mark.parametrize("shift", [1.10, 1.01])
+def test_compare_cells_symmetry(shift):
+    a, b = _lognormal(20, 8), _lognormal(21, 8) * shift
+    ab, ba = stats.compare_cells(a, b), stats.compare_cells(b, a)
+    assert ab.p_value == pytest.approx(ba.p_value, rel=1e-12)
+    assert ab.ratio == pytest.approx(1 / ba.ratio)
+    assert ab.cliffs_delta == -ba.cliffs_delta
+    swapped = {stats.FASTER: stats.SLOWER, stats.SLOWER: stats.FASTER}
+    assert ba.verdict == swapped.get(ab.verdict, ab.verdict)
+    assert ab.verdict == (stats.SLOWER if shift > 1.05 else stats.NO_CHANGE)
+
+
+def test_known_shift_detected():
+    a, b = _lognormal(30, 8), _lognormal(31, 8) * 1.10
+    c = stats.compare_cells(a, b)
+    assert c.verdict == stats.SLOWER
+    assert c.p_value < 0.01 and c.ratio_low > 1.0
+    assert stats.compare_cells(b, a).verdict == stats.FASTER
+
+
+def test_identical_distributions_not_flagged():
+    rng = np.random.default_rng(40)
+    a, b = 0.045 * np.exp(rng.normal(0, 0.02, (2, 8)))
+    c = stats.compare_cells(a, b)
+    assert c.verdict == stats.NO_CHANGE
+    assert c.ratio_low < 1.0 < c.ratio_high
+
+
+def test_compare_cells_drops_failed_repeats():
+    c = stats.compare_cells([1.0, math.nan, 1.1, 1.2], [2.0, 2.1, 2.2, math.nan, 2.3])
+    assert (c.n_a, c.n_b) == (3, 4)
+    assert c.p_value == sps.mannwhitneyu([1.0, 1.1, 1.2], [2.0, 2.1, 2.2, 2.3],
+                                         method="exact").pvalue
+
+
+def test_three_vs_three_is_too_few():
+    c = stats.compare_cells([1.0, 1.01, 1.02], [2.0, 2.01, 2.02])
+    assert c.p_value == pytest.approx(0.1)
+    assert c.verdict == stats.TOO_FEW
+
+
+def test_significant_but_small_effect_not_flagged():
+    a = [1.00, 1.001, 1.002, 1.003, 1.004, 1.005, 1.006, 1.007]
+    b = [x * 1.03 for x in a]
+    c = stats.compare_cells(a, b)
+    assert c.p_value < 0.001
+    assert c.verdict == stats.NO_CHANGE
+    assert stats.decide(c, alpha=0.05, min_effect=0.02) == stats.SLOWER
+
+
+def test_apply_holm_decides_again():
+    raw = [stats.Comparison(8, 8, p, 1.2, 1.1, 1.3, 0.9) for p in (0.01, 0.04, 0.03)]
+    raw = [dataclasses.replace(c, verdict=stats.decide(c)) for c in raw]
+    assert [c.verdict for c in raw] == [stats.SLOWER] * 3
+    adjusted = stats.apply_holm(raw)
+    assert [c.p_adjusted for c in adjusted] == pytest.approx([0.03, 0.06, 0.06])
+    assert [c.p_value for c in adjusted] == [0.01, 0.04, 0.03]
+    assert [c.verdict for c in adjusted] == [stats.SLOWER, stats.NO_CHANGE, stats.NO_CHANGE]
+
+
+# --------------------------------------------------------------------------- the repeat is the unit
+
+
+def test_aa_false_positive_rate_repeats_vs_pooled_steps():
+    pairs, repeats, alpha = 300, 5, 0.05
+    steps = _simulate_steps(np.random.default_rng(2024), (pairs, 2, repeats))
+    per_repeat_p50 = np.median(steps, axis=-1)
+    verdicts = [stats.compare_cells(a, b, alpha=alpha, n_resamples=100).verdict
+                for a, b in per_repeat_p50]
+    repeat_rate = np.mean([v in (stats.FASTER, stats.SLOWER) for v in verdicts])
+    pooled = steps.reshape(pairs, 2, -1)
+    pooled_p = sps.mannwhitneyu(pooled[:, 0], pooled[:, 1], axis=-1).pvalue
+    pooled_rate = np.mean(pooled_p < alpha)
+    print(f"A/A flag rate: per-repeat p50 {repeat_rate:.3f}, pooled steps {pooled_rate:.3f}")
+    margin = 3 * math.sqrt(alpha * (1 - alpha) / pairs)
+    assert repeat_rate <= alpha + margin
+    assert pooled_rate > 0.3
+
+
+def test_hierarchical_bootstrap_ci():
+    steps = _simulate_steps(np.random.default_rng(7), (2, 5))
+    a, b = list(steps[0]), list(steps[1])
+    ratio, low, high = stats.hierarchical_bootstrap_ci(a, b, n_resamples=1000, seed=1)
+    assert ratio == pytest.approx(np.median(steps[1]) / np.median(steps[0]))
+    assert low < 1.0 < high
+    _, low20, high20 = stats.hierarchical_bootstrap_ci(a, [x * 1.2 for x in b],
+                                                       n_resamples=1000, seed=1)
+    assert low20 > 1.0
+    # a bootstrap over pooled steps hides the process spread: its interval is narrower
+    _, flat_low, flat_high = stats.ratio_of_medians_ci(steps[0].ravel(), steps[1].ravel(),
+                                                       n_resamples=1000, seed=1)
+    assert (flat_high - flat_low) < (high - low) / 2
+
+
+def test_hierarchical_bootstrap_too_few_repeats():
+    ratio, low, high = stats.hierarchical_bootstrap_ci([[1.0, 2.0]], [[2.0, 4.0], [2.0, 4.0]])
+    assert ratio == pytest.approx(2.0)
+    assert math.isnan(low) and math.isnan(high)

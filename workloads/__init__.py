@@ -1,0 +1,1 @@
+"""Code that runs inside a trial. Imports neither Ray, Hydra nor W&B."""
