@@ -43,7 +43,20 @@ def run_in_process(cfg: DictConfig) -> None:
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run_in_process)
 
 
+def quote_shard_patterns(argv: list) -> list:
+    """`data.url=/d/train-{0000..0099}.tar` as users write it for webdataset; Hydra's
+    override grammar would read the braces as a dict, so quote such a value for it."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") == "data.url" and "{" in value and value[:1] not in "'\"":
+            arg = f"{key}='{value}'"
+        out.append(arg)
+    return out
+
+
 def main() -> None:
+    sys.argv = quote_shard_patterns(sys.argv)
     register_configs()
     _hydra_main()
     sys.exit(exitcodes.code())

@@ -66,7 +66,9 @@ class TrialHost:
     def _ensure_zygote(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        self.proc = subprocess.Popen([sys.executable, "-m", "sweeper._zygote"],
+        # The zygote imports what this process can: a user's workload module next to the driver too.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "sweeper._zygote"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.reader = _LineReader(self.proc.stdout.fileno())
         self.reader.read(timeout_s=300)    # {"ready": pid}: torch imported
@@ -94,7 +96,9 @@ class TrialHost:
                 status = "timeout"
                 _kill_group(pid)
                 ended = self.reader.read(timeout_s=30) or {"exit": None}
-            return collect(spec, scratch, ended.get("exit"), status, timeout_s)
+            outcome = collect(spec, scratch, ended.get("exit"), status, timeout_s)
+            outcome.record["pid"] = pid
+            return outcome
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

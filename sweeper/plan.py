@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import dataclasses
+import random
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from sweeper.errors import ConfigError
 from sweeper.schema import TrialConfig, swept_value, trial_dict
 
 # Keys that say where or how a run happens, not what a trial measures: left out of the id.
@@ -30,17 +33,19 @@ class ClusterShape:
 @dataclass
 class Trial:
     index: int
-    trial_id: str
+    trial_id: str                      # <cell_id>-<repeat>
     overrides: List[str]
     swept: Dict[str, Any]
     config: TrialConfig
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     infeasible: Optional[str] = None
-    extra: Dict[str, Any] = field(default_factory=dict)
+    cell_id: str = ""
+    repeat: int = 0
+    is_baseline: bool = False
 
 
-def trial_id(cfg: TrialConfig) -> str:
+def cell_id(cfg: TrialConfig) -> str:
     """Stable hash of what the trial measures: the same grid point gets the same id in every run."""
     values = trial_dict(cfg)
     for section, key in _ID_EXCLUDED:
@@ -108,14 +113,75 @@ def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape) -
     return None
 
 
-def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:
-    """One Trial per job (overrides, checked config), in submission order."""
-    trials, keys = [], swept_keys([o for o, _ in jobs])
+def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:
+    """One Trial per job (overrides, checked config): the grid points, repeat 0, in grid order."""
+    cells, keys = [], swept_keys([o for o, _ in jobs])
     for index, (overrides, cfg) in enumerate(jobs):
         cpus, gpus = request(cfg, cluster)
-        trials.append(Trial(
-            index=index, trial_id=trial_id(cfg), overrides=list(overrides),
+        cid = cell_id(cfg)
+        cells.append(Trial(
+            index=index, trial_id=f"{cid}-0", overrides=list(overrides),
             swept=swept_values(cfg, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
-            infeasible=infeasible_reason(cpus, gpus, cluster),
+            infeasible=infeasible_reason(cpus, gpus, cluster), cell_id=cid,
         ))
+    return cells
+
+
+def default_distance(cell: Trial) -> int:
+    """How many swept values differ from the schema's defaults (PyTorch's, for the loader)."""
+    defaults = TrialConfig()
+    return sum(1 for key, value in cell.swept.items() if swept_value(defaults, key) != value)
+
+
+def _matches(cell: Trial, wanted: Dict[str, str]) -> bool:
+    return all(str(cell.swept.get(k, swept_value(cell.config, k))).lower() == v.lower() for k, v in wanted.items())
+
+
+def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
+    """Index of the baseline cell: the one `spec` ("key=value key=value") names, else the
+    grid point nearest the defaults (the first such, in grid order)."""
+    if spec:
+        wanted = dict(part.split("=", 1) for part in spec.split())
+        found = [i for i, c in enumerate(cells) if _matches(c, wanted)]
+        if not found:
+            raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of this sweep")
+        return found[0]
+    return min(range(len(cells)), key=lambda i: (default_distance(cells[i]), i))
+
+
+def _repeat_of(cell: Trial, repeat: int) -> Trial:
+    return dataclasses.replace(cell, trial_id=f"{cell.cell_id}-{repeat}", repeat=repeat)
+
+
+def expand_repeats(cells: Sequence[Trial], repeats: int, baseline: Optional[int], double_baseline: bool,
+                   order: str = "interleaved", seed: int = 0) -> List[Trial]:
+    """Each cell `repeats` times (the baseline twice as often when asked), as rounds.
+
+    In "interleaved" order each round holds every cell once (the baseline twice)
+    in a shuffled order, so slow drift of the machine spreads over all cells
+    instead of looking like an effect of whichever ran last."""
+    rng = random.Random(seed)
+    trials: List[Trial] = []
+    for r in range(repeats):
+        batch = [_repeat_of(c, r) for c in cells]
+        if baseline is not None and double_baseline:
+            batch.append(_repeat_of(cells[baseline], repeats + r))
+        if order == "interleaved":
+            rng.shuffle(batch)
+        trials += batch
+    if order == "grid":
+        trials.sort(key=lambda t: (t.index, t.repeat))
+    for t in trials:
+        t.is_baseline = baseline is not None and t.cell_id == cells[baseline].cell_id
     return trials
+
+
+def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape,
+                repeats: int = 1, baseline: Optional[str] = None, order: str = "grid",
+                seed: int = 0) -> List[Trial]:
+    """Grid points x repeats, in submission order. With repeats > 1 the baseline cell
+    runs twice as often, so its two halves give the noise floor."""
+    cells = plan_cells(jobs, cluster)
+    base = pick_baseline(cells, baseline) if cells else None
+    double = repeats > 1 and len(cells) > 1
+    return expand_repeats(cells, repeats, base, double, order, seed)

@@ -82,7 +82,9 @@ def _finite(value: Any) -> Any:
 
 def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
     """One flat row per trial: swept values, resources, headline figures, status."""
-    row: Dict[str, Any] = {"trial_id": record["trial_id"], "status": record["status"]}
+    row: Dict[str, Any] = {"trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
+                           "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
+                           "status": record["status"]}
     row.update({k: v for k, v in record.get("swept", {}).items()})
     resources = record.get("resources", {})
     row.update({"isolation": resources.get("isolation"), "num_cpus": resources.get("num_cpus"),

@@ -15,6 +15,9 @@ from sweeper.errors import ConfigError
 
 ISOLATION_MODES = ("node", "gpu", "pack")
 DEVICES = ("auto", "cpu", "cuda")
+ORDERS = ("interleaved", "grid")
+METRICS = ("p50", "p95")
+WANDB_MODES = ("offline", "online", "disabled")
 
 
 def _require(ok: bool, key: str, message: str) -> None:
@@ -104,6 +107,66 @@ class SweepMeta:
 
 
 @dataclass
+class ConstraintsConfig:
+    # Limits a recommended configuration must respect; null: no limit. A limit whose
+    # figure the trials did not record is ignored, and the recommendation says so.
+    max_gpu_mem_gb: Optional[float] = None   # peak GPU memory of a trial
+    max_host_mem_gb: Optional[float] = None  # peak host memory (RSS) of a trial and its workers
+    max_cpus: Optional[float] = None         # CPU cores the trial asked for
+
+    def check(self) -> None:
+        for name in ("max_gpu_mem_gb", "max_host_mem_gb", "max_cpus"):
+            value = getattr(self, name)
+            _require(value is None or value > 0, f"analysis.constraints.{name}",
+                     f"must be positive or null, got {value}")
+
+
+@dataclass
+class AnalysisConfig:
+    # How results are judged (sweeper/analysis): each cell against the baseline, over repeats.
+    baseline: Optional[str] = None       # "data.num_workers=0 data.pin_memory=false"; null: nearest PyTorch defaults
+    alpha: float = 0.05                  # significance level, after Holm across cells
+    min_effect: float = 0.05             # smallest change worth a verdict: 0.05 = 5%
+    metric: str = "p50"                  # per-repeat step-time quantile compared: p50 or p95
+    heatmap: List[str] = field(default_factory=list)  # two dotted keys; empty: the first two swept axes
+    constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
+
+    def check(self) -> None:
+        for token in (self.baseline or "").split():
+            _require("=" in token, "analysis.baseline",
+                     f"must be space-separated key=value pairs, e.g. 'data.num_workers=0', got {self.baseline!r}")
+        _require(0 < self.alpha < 1, "analysis.alpha", f"must be between 0 and 1, got {self.alpha}")
+        _require(self.min_effect >= 0, "analysis.min_effect", f"must be 0 or more (0.05 = 5%), got {self.min_effect}")
+        _require(self.metric in METRICS, "analysis.metric", f"must be one of {METRICS}, got {self.metric!r}")
+        _require(len(self.heatmap) in (0, 2), "analysis.heatmap",
+                 f"must name two dotted keys, e.g. [data.num_workers,data.prefetch_factor], got {list(self.heatmap)}")
+        self.constraints.check()
+
+
+@dataclass
+class WandbConfig:
+    # One W&B run per trial plus a summary run. Offline by default: no account, no network;
+    # `wandb sync <run>/wandb/offline-run-*` uploads later. Credentials come from the
+    # environment (WANDB_API_KEY) and never belong here.
+    enabled: bool = True                 # false: no W&B at all
+    mode: str = "offline"                # offline, online or disabled
+    project: str = "sweeper"
+    entity: Optional[str] = None
+    dir: Optional[str] = None            # null: <run folder>/wandb
+    log_steps: bool = True               # log every measured step (false: only the summary)
+
+    def check(self) -> None:
+        _require(self.mode in WANDB_MODES, "wandb.mode", f"must be one of {WANDB_MODES}, got {self.mode!r}")
+        _require(bool(self.project), "wandb.project", "must not be empty")
+
+
+@dataclass
+class ReportConfig:
+    # report.html (self-contained) and report.md, written into the run folder when a sweep ends.
+    enabled: bool = True
+
+
+@dataclass
 class TrialConfig:
     """What one trial receives: everything that shapes its measurement."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
@@ -124,6 +187,19 @@ class RootConfig(TrialConfig):
     results_dir: str = "results"
     run_id: str = "???"
     dry_run: bool = False                # print the trial plan and launch nothing
+    repeats: int = 1                     # runs per grid point, each in its own process
+    order: str = "interleaved"           # interleaved: shuffled rounds, so drift is not an effect; grid: in order
+    order_seed: int = 0
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+    def check(self) -> None:
+        super().check()
+        self.analysis.check()
+        self.wandb.check()
+        _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
+        _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
 
 
 def _build(cls, values: Dict[str, Any], prefix: str):
@@ -141,6 +217,8 @@ def _build(cls, values: Dict[str, Any], prefix: str):
 _SECTIONS = {
     "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
+    "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
+    "ReportConfig": ReportConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources")
@@ -174,5 +252,5 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 __all__: List[str] = [
     "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "ReportConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

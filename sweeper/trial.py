@@ -75,7 +75,8 @@ def write_steps(path: Path, rows: list) -> None:
 def base_record(spec: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "record_version": RECORD_VERSION,
-        "trial_id": spec["trial_id"], "index": spec["index"],
+        "trial_id": spec["trial_id"], "cell_id": spec.get("cell_id"), "repeat": spec.get("repeat", 0),
+        "is_baseline": spec.get("is_baseline", False), "index": spec["index"],
         "sweep": spec.get("sweep"), "run_id": spec.get("run_id"),
         "overrides": spec["overrides"], "swept": spec["swept"],
         "resources": {"num_cpus": spec["num_cpus"], "num_gpus": spec["num_gpus"],

@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf, open_dict, read_write
 
-from sweeper import display, exitcodes
+from sweeper import display, exitcodes, sinks
 from sweeper.errors import SweeperError
 from sweeper.plan import ClusterShape, Trial, plan_trials, swept_keys
 from sweeper.results import run_dir, summary_row, write_summary, write_trial
@@ -123,7 +123,8 @@ def submit(trial: Trial, spec: Dict[str, Any]):
 
 # -- the sweep ----------------------------------------------------------------------
 def trial_spec(trial: Trial, root: RootConfig) -> Dict[str, Any]:
-    return {"trial_id": trial.trial_id, "index": trial.index, "config": trial.config,
+    return {"trial_id": trial.trial_id, "cell_id": trial.cell_id, "repeat": trial.repeat,
+            "is_baseline": trial.is_baseline, "index": trial.index, "config": trial.config,
             "overrides": trial.overrides, "swept": trial.swept, "num_cpus": trial.num_cpus,
             "num_gpus": trial.num_gpus, "sweep": root.sweep.name, "run_id": root.run_id,
             "driver_pid": os.getpid()}
@@ -138,14 +139,15 @@ def unfinished_record(spec: Dict[str, Any], status: str, error_type: str, messag
 class Sweep:
     """Collects finished trials, writes each at once, prints progress."""
 
-    def __init__(self, run: Path, total: int):
-        self.run, self.total = run, total
+    def __init__(self, run: Path, total: int, root: Dict[str, Any]):
+        self.run, self.total, self.root = run, total, root
         self.records: Dict[str, Dict[str, Any]] = {}
         self.started = time.monotonic()
 
     def finish(self, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> None:
         write_trial(self.run, record, config, files)
         self.records[record["trial_id"]] = record
+        sinks.on_trial(self.run, record, self.root)
         write_summary(self.run, self.records.values())
         print(display.progress_line(len(self.records), self.total, record, time.monotonic() - self.started),
               flush=True)
@@ -155,7 +157,8 @@ def run_trials(trials: List[Trial], jobs: List[Job], root: RootConfig, sweep: Sw
     import ray
 
     pending = {}
-    for trial, job in zip(trials, jobs):
+    for trial in trials:
+        job = jobs[trial.index]
         spec = trial_spec(trial, root)
         if trial.infeasible:
             sweep.finish(unfinished_record(spec, "infeasible", "Infeasible", trial.infeasible), job[2], {})
@@ -177,11 +180,22 @@ def run_trials(trials: List[Trial], jobs: List[Job], root: RootConfig, sweep: Sw
         exitcodes.report(exitcodes.INTERRUPTED)
 
 
+def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
+    try:
+        baseline = (jobs[0][2].get("analysis") or {}).get("baseline")
+        return plan_trials([(j[0], j[1]) for j in jobs], shape, root.repeats, baseline, root.order,
+                           root.order_seed)
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exitcodes.USAGE)
+
+
 def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
     print(f"dry run: {len(trials)} trial(s) of sweep '{root.sweep.name}', nothing launched; results would go to {run}")
     for t in trials:
         note = f"  INFEASIBLE: {t.infeasible}" if t.infeasible else ""
-        print(f"  {t.trial_id}  cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.overrides)}{note}")
+        base = "  (baseline)" if t.is_baseline else ""
+        print(f"  {t.trial_id:<15} cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.overrides)}{base}{note}")
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
@@ -194,15 +208,15 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     run = run_dir(root.results_dir, root.sweep.name, root.run_id)
     axes = swept_keys([j[0] for j in jobs])
     if launcher.params.get("dry_run") or jobs[0][2].get("dry_run"):
-        print_plan(plan_trials([(j[0], j[1]) for j in jobs], local_shape()), root, run)
+        print_plan(plan(jobs, root, local_shape()), root, run)
         return _job_returns(jobs, [None] * len(jobs))
     started_ray = connect(root.ray)
     try:
         shape = cluster_shape()
-        trials = plan_trials([(j[0], j[1]) for j in jobs], shape)
+        trials = plan(jobs, root, shape)
         print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(shape, root)}, "
               f"isolation={root.resources.isolation}", flush=True)
-        sweep = Sweep(run, len(trials))
+        sweep = Sweep(run, len(trials), jobs[0][2])
         run_trials(trials, jobs, root, sweep)
     finally:
         if started_ray:
@@ -215,7 +229,15 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     print(display.footer(rows, root.resources.isolation, str(run)))
     if any(r["status"] != "ok" for r in rows):
         exitcodes.report(exitcodes.TRIALS_FAILED)
-    return _job_returns(jobs, [sweep.records.get(t.trial_id) for t in trials])
+    sinks.on_sweep_end(run, list(sweep.records.values()), jobs[0][2])
+    return _job_returns(jobs, [sweep.records.get(f"{c}-0") for c in _cell_ids(trials, len(jobs))])
+
+
+def _cell_ids(trials: List[Trial], count: int) -> List[str]:
+    ids = [""] * count
+    for t in trials:
+        ids[t.index] = t.cell_id
+    return ids
 
 
 def _describe(shape: ClusterShape, root: RootConfig) -> str:

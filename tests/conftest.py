@@ -1,0 +1,30 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
+    """`python -m sweeper ARGS` as a user runs it, with results and shard cache under tmp_path."""
+    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+           "WANDB_MODE": "offline", **(env_extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def sweeper_cli(tmp_path):
+    return lambda args, **kw: run_sweeper(args, tmp_path, **kw)
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False

@@ -1,0 +1,66 @@
+"""The command line as a user meets it: shipped sweeps compose, bad input is one clear line."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SWEEPS = sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_shipped_sweep_composes_and_dry_runs(sweep, sweeper_cli, tmp_path):
+    result = sweeper_cli([f"+sweep={sweep}", "dry_run=true"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("dry run: ") and "nothing launched" in lines[0]
+    trial_lines = [line for line in lines[1:] if line.startswith("  ")]
+    assert len(trial_lines) == int(lines[0].split()[2]) >= 1
+    assert not list((tmp_path / "results").glob("*/*/trials"))
+
+
+def test_dry_run_ids_match_the_grid(sweeper_cli):
+    result = sweeper_cli(["+sweep=dataloader", "dry_run=true", "data.num_workers=1,2",
+                          "data.prefetch_factor=2", "data.pin_memory=false"])
+    ids = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert len(ids) == 2 and len(set(ids)) == 2 and all(i.endswith("-0") for i in ids)
+    again = sweeper_cli(["+sweep=dataloader", "dry_run=true", "data.num_workers=1,2",
+                         "data.prefetch_factor=2", "data.pin_memory=false"])
+    assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == ids
+
+
+@pytest.mark.parametrize("args, message", [
+    (["data.num_workers=0", "data.prefetch_factor=2"],
+     "error: data.prefetch_factor: only applies with data.num_workers > 0"),
+    (["data.batch_size=-4"], "error: data.batch_size: must be positive, got -4"),
+    (["data.url=/nonexistent/shard-{0000..0003}.tar"], "error: data.url='/nonexistent/shard-{0000..0003}.tar' names shards that do not exist"),
+    (["repeats=0"], "error: repeats: must be 1 or more, got 0"),
+])
+def test_bad_input_is_one_clear_line_before_any_trial(args, message, sweeper_cli, tmp_path):
+    result = sweeper_cli(args)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "results").glob("*/*/trials"))
+
+
+def test_unknown_key_is_named_by_hydra(sweeper_cli):
+    result = sweeper_cli(["data.num_wrokers=2"])
+    assert result.returncode != 0
+    assert "num_wrokers" in result.stderr and "DataConfig" in result.stderr
+
+
+def test_help_imports_neither_ray_torch_nor_wandb():
+    code = ("import sys, runpy\n"
+            "sys.argv = ['sweeper', '--help']\n"
+            "try:\n    runpy.run_module('sweeper', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'torch', 'wandb'))\n"
+            "print('HEAVY', heavy, file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in result.stderr, result.stderr[-2000:]
+    assert "data:" in result.stdout and "num_workers" in result.stdout

@@ -1,0 +1,83 @@
+"""Each trial runs in a process of its own, forked from a warm zygote; failures are rows."""
+import os
+import time
+
+import psutil
+import pytest
+
+from sweeper.isolation import TrialHost
+from sweeper.plan import ClusterShape, plan_cells
+from sweeper.schema import trial_config_from_dict
+
+
+def spec_for(target, timeout_s=60.0, **params):
+    cfg = trial_config_from_dict({"workload": {"target": target, "steps": 5, "warmup_steps": 2, "params": params},
+                                  "resources": {"timeout_s": timeout_s}})
+    trial = plan_cells([([f"workload.target={target}"], cfg)], ClusterShape([2.0], [0.0]))[0]
+    return {"trial_id": trial.trial_id, "cell_id": trial.cell_id, "repeat": 0, "index": 0, "config": cfg,
+            "overrides": trial.overrides, "swept": trial.swept, "num_cpus": 1.0, "num_gpus": 0.0,
+            "driver_pid": os.getpid()}
+
+
+@pytest.fixture(scope="module")
+def host():
+    h = TrialHost()
+    yield h
+    h.close()
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_ok_trial_runs_in_its_own_process_and_returns_its_files(host):
+    outcome = host.run(spec_for("tests.workloads_for_tests:quick"), 60, {})
+    record = outcome.record
+    assert record["status"] == "ok", record
+    assert record["pid"] not in (os.getpid(), host.proc.pid)
+    assert record["summary"]["steps"] == 5 and record["summary"]["warmup_steps"] == 2
+    assert record["figures"]["custom_figure"] == 42.0
+    assert set(outcome.files) >= {"steps.parquet", "trial.log"}
+
+
+def test_each_trial_gets_a_fresh_process(host):
+    pids = {host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record["pid"] for _ in range(3)}
+    assert len(pids) == 3
+
+
+def test_a_raising_workload_is_a_failed_row(host):
+    record = host.run(spec_for("tests.workloads_for_tests:raises"), 60, {}).record
+    assert record["status"] == "failed"
+    assert record["error_type"] == "ValueError"
+    assert record["error_message"] == "injected failure for the test"
+    assert "ValueError: injected failure for the test" in record["log_tail"]
+
+
+def test_a_missing_workload_function_is_a_failed_row(host):
+    record = host.run(spec_for("tests.workloads_for_tests:nope"), 60, {}).record
+    assert record["status"] == "failed" and record["error_type"] == "AttributeError"
+    assert "has no 'nope'" in record["error_message"]
+
+
+def test_a_trial_killed_by_a_signal_is_a_failed_row(host):
+    record = host.run(spec_for("tests.workloads_for_tests:kills_itself"), 60, {}).record
+    assert record["status"] == "failed"
+    assert record["error_type"] == "TrialKilled" and "SIGKILL" in record["error_message"]
+
+
+def test_a_hung_trial_is_ended_with_its_children(host, tmp_path):
+    pid_file = tmp_path / "children"
+    started = time.monotonic()
+    record = host.run(spec_for("tests.workloads_for_tests:hangs_with_children", timeout_s=3.0,
+                               pid_file=str(pid_file)), 3.0, {}).record
+    assert time.monotonic() - started < 20
+    assert record["status"] == "timeout" and record["error_type"] == "TrialTimeout"
+    children = [int(p) for p in pid_file.read_text().split()]
+    time.sleep(0.5)
+    assert not alive(record["pid"])
+    assert [c for c in children if alive(c)] == []
+    # the host is still usable afterwards
+    assert host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record["status"] == "ok"
