@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import copy
 import dataclasses
 import random
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from sweeper.errors import ConfigError
 from sweeper.schema import TrialConfig, swept_value, trial_dict
 
 # Keys that say where or how a run happens, not what a trial measures: left out of the id.
-_ID_EXCLUDED = {("data", "cache_dir"), ("resources", "timeout_s")}
+_ID_EXCLUDED = {("data", "cache_dir"), ("resources", "timeout_s"), ("resources", "on_oom"),
+                ("resources", "max_retries"), ("train", "dist_timeout_s")}
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,17 @@ def swept_values(cfg: TrialConfig, keys: Sequence[str]) -> Dict[str, Any]:
 
 
 def wanted_cpus(cfg: TrialConfig) -> float:
-    """A loader with N workers keeps N + 1 processes busy."""
+    """A loader with N workers keeps N + 1 processes busy, on each of the trial's ranks."""
     if cfg.resources.cpus is not None:
         return float(cfg.resources.cpus)
-    return float(cfg.data.num_workers + 1)
+    return float((cfg.data.num_workers + 1) * cfg.train.world_size)
 
 
 def wanted_gpus(cfg: TrialConfig, cluster: ClusterShape) -> float:
+    """One GPU per rank: a trial of world size N gets its N GPUs as one task, on one node."""
     if cfg.resources.gpus is not None:
         return float(cfg.resources.gpus)
-    return 1.0 if cluster.has_gpus else 0.0
+    return float(cfg.train.world_size) if cluster.has_gpus else 0.0
 
 
 def request(cfg: TrialConfig, cluster: ClusterShape) -> tuple[float, float]:
@@ -185,3 +188,23 @@ def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clus
     base = pick_baseline(cells, baseline) if cells else None
     double = repeats > 1 and len(cells) > 1
     return expand_repeats(cells, repeats, base, double, order, seed)
+
+
+def halved(trial: Trial) -> Optional[Trial]:
+    """The retry of an out-of-memory trial: half the micro-batch and twice the accumulation
+    (as accelerate's find_executable_batch_size), or half the loader batch; None at 1."""
+    cfg = copy.deepcopy(trial.config)
+    train = getattr(cfg, "train", None)
+    if train is not None and getattr(train, "micro_batch", 1) > 1 and cfg.workload.target.endswith("train_step:run"):
+        train.micro_batch //= 2
+        train.accum_steps *= 2
+        extra = [f"train.micro_batch={train.micro_batch}", f"train.accum_steps={train.accum_steps}"]
+    elif cfg.data.batch_size > 1:
+        cfg.data.batch_size //= 2
+        extra = [f"data.batch_size={cfg.data.batch_size}"]
+    else:
+        return None
+    keys = {override_key(o) for o in extra}
+    overrides = [o for o in trial.overrides if override_key(o) not in keys] + extra
+    cid = cell_id(cfg)
+    return dataclasses.replace(trial, config=cfg, cell_id=cid, trial_id=f"{cid}-{trial.repeat}", overrides=overrides)

@@ -22,6 +22,8 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 import yaml
 
+from sweeper.redact import redact, redact_bytes, secrets
+
 TRIAL_JSON = "trial.json"
 SUMMARY_BASENAME = "summary"
 
@@ -46,6 +48,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_trial(run: Path, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> Path:
     """Writes a whole trial folder, replacing any earlier one for the same trial id."""
+    found = secrets()
+    record, config = redact(record, found), redact(config, found)
+    files = {name: redact_bytes(data, found) for name, data in files.items()}
     final = trial_dir(run, record["trial_id"])
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".staging-{record['trial_id']}-{uuid.uuid4().hex[:8]}"

@@ -16,8 +16,10 @@ from sweeper.errors import ConfigError
 ISOLATION_MODES = ("node", "gpu", "pack")
 DEVICES = ("auto", "cpu", "cuda")
 ORDERS = ("interleaved", "grid")
+ON_OOM = ("record", "halve")
 METRICS = ("p50", "p95")
 WANDB_MODES = ("offline", "online", "disabled")
+PROFILES = ("none", "torch", "pyspy", "nsys")
 
 
 def _require(ok: bool, key: str, message: str) -> None:
@@ -83,6 +85,9 @@ class ResourcesConfig:
     gpus: Optional[float] = None         # None: 1 when the cluster has GPUs, else 0
     cpus: Optional[float] = None         # None: num_workers + 1, capped at one node's CPUs
     timeout_s: float = 1800.0            # wall-clock limit per trial
+    memory_limit_gb: Optional[float] = None  # host address space a trial may add (RLIMIT_AS); None: no cap
+    on_oom: str = "record"               # record: an "oom" row; halve: retry with half the (micro-)batch
+    max_retries: int = 0                 # re-runs of a trial whose process or node died
 
     def check(self) -> None:
         _require(self.isolation in ISOLATION_MODES, "resources.isolation",
@@ -90,6 +95,10 @@ class ResourcesConfig:
         _require(self.gpus is None or self.gpus >= 0, "resources.gpus", "must be 0 or more")
         _require(self.cpus is None or self.cpus > 0, "resources.cpus", "must be positive")
         _require(self.timeout_s > 0, "resources.timeout_s", "must be positive")
+        _require(self.memory_limit_gb is None or self.memory_limit_gb > 0, "resources.memory_limit_gb",
+                 "must be positive or null")
+        _require(self.on_oom in ON_OOM, "resources.on_oom", f"must be one of {ON_OOM}, got {self.on_oom!r}")
+        _require(self.max_retries >= 0, "resources.max_retries", "must be 0 or more")
 
 
 @dataclass
@@ -166,17 +175,124 @@ class ReportConfig:
     enabled: bool = True
 
 
+TRAIN_PRESETS: Dict[str, Dict[str, int]] = {
+    "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 64, "seq_len": 64, "vocab_size": 512},
+    "gpt2-124m": {"n_layer": 12, "n_head": 12, "n_embd": 768, "seq_len": 1024, "vocab_size": 50257},
+}
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+ZERO_STAGES = (0, 1, 2, 3)
+TRAIN_BACKENDS = ("native", "deepspeed")
+DATA_SOURCES = ("synthetic", "shards")
+
+
+@dataclass
+class TrainConfig:
+    # The training-step workload (workloads/train_step.py). The model's shape is the preset's,
+    # except for any of n_layer, n_head, n_embd, seq_len, vocab_size set here.
+    preset: str = "tiny"                 # tiny: seconds on a CPU; gpt2-124m: 12 x 768, 12 heads, T=1024
+    n_layer: Optional[int] = None
+    n_head: Optional[int] = None
+    n_embd: Optional[int] = None
+    seq_len: Optional[int] = None
+    vocab_size: Optional[int] = None
+    precision: str = "fp32"              # fp32, tf32, bf16 or fp16 (autocast; fp16 adds a GradScaler)
+    micro_batch: int = 8                 # sequences per rank per forward pass
+    accum_steps: int = 1                 # micro-batches per optimizer step
+    compile: bool = False                # torch.compile
+    fused_adamw: bool = True             # the fused AdamW kernel, where there is one (CUDA)
+    zero_stage: int = 0                  # 0: DDP, 1: + ZeroRedundancyOptimizer, 2/3: FSDP2 (reshard after forward: no/yes)
+    world_size: int = 1                  # ranks of one trial, on one node: GPUs, or CPU processes over gloo
+    backend: str = "native"              # native (PyTorch) or deepspeed
+    reduce_scatter: bool = True          # deepspeed only: zero_optimization.reduce_scatter
+    contiguous_gradients: bool = True    # deepspeed only: zero_optimization.contiguous_gradients
+    activation_checkpointing: bool = False
+    data_source: str = "synthetic"       # synthetic: fixed random batches on the device; shards: data.* shards
+    synthetic_batches: int = 8           # micro-batches in the synthetic pool, cycled (the model learns them)
+    lr: float = 6e-4
+    weight_decay: float = 0.1
+    peak_flops: Optional[float] = None   # per device, for MFU; null: by GPU name (H100/H200: 989e12 dense bf16)
+    phase_sync: bool = True              # GPU sync at each phase edge: true phase times, a little slower
+    dist_timeout_s: float = 300.0        # a collective stuck this long fails the trial
+
+    def shape(self) -> Dict[str, int]:
+        """The model's shape: the preset's, with any explicit value in its place."""
+        preset = TRAIN_PRESETS.get(self.preset, {})
+        return {k: getattr(self, k) if getattr(self, k) is not None else v for k, v in preset.items()}
+
+    def check(self, data: Optional[DataConfig] = None) -> None:
+        _require(self.preset in TRAIN_PRESETS, "train.preset",
+                 f"must be one of {tuple(TRAIN_PRESETS)}, got {self.preset!r}")
+        for name, value in self.shape().items():
+            _require(value > 0, f"train.{name}", f"must be positive, got {value}")
+        shape = self.shape()
+        _require(shape["n_embd"] % shape["n_head"] == 0, "train.n_embd",
+                 f"must be a multiple of train.n_head={shape['n_head']}, got {shape['n_embd']}")
+        for name, choices in (("precision", PRECISIONS), ("zero_stage", ZERO_STAGES),
+                              ("backend", TRAIN_BACKENDS), ("data_source", DATA_SOURCES)):
+            _require(getattr(self, name) in choices, f"train.{name}",
+                     f"must be one of {choices}, got {getattr(self, name)!r}")
+        for name in ("micro_batch", "accum_steps", "world_size", "synthetic_batches", "lr", "dist_timeout_s"):
+            _require(getattr(self, name) > 0, f"train.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(self.weight_decay >= 0, "train.weight_decay", "must be 0 or more")
+        _require(self.peak_flops is None or self.peak_flops > 0, "train.peak_flops", "must be positive or null")
+        if self.data_source == "shards" and data is not None:
+            self._check_shards(data, shape)
+
+    def _check_shards(self, data: DataConfig, shape: Dict[str, int]) -> None:
+        _require(data.seq_len >= shape["seq_len"], "train.seq_len",
+                 f"is {shape['seq_len']} but the shards hold data.seq_len={data.seq_len} tokens a sample; "
+                 f"set data.seq_len to at least {shape['seq_len']}")
+        _require(data.vocab_size <= shape["vocab_size"], "train.vocab_size",
+                 f"is {shape['vocab_size']} but the shards use data.vocab_size={data.vocab_size}; "
+                 f"set data.vocab_size={shape['vocab_size']} (synthetic shards) or train.vocab_size")
+
+
+@dataclass
+class ProbeConfig:
+    # What the probe measures in each trial; docs/measurement.md states each rule.
+    sample_hz: float = 10.0              # utilisation sampler (CPU, NVML GPU, disk) per second; 0: off
+    memory_every: int = 10               # host memory of the trial and its loader workers every N steps; 0: off
+    settle: bool = False                 # warm-up ends once step time settles (never before workload.warmup_steps)
+    settle_window: int = 10              # W: steps in each rolling median
+    settle_tolerance: float = 0.05       # X: two consecutive windows' medians within this fraction = settled
+    settle_max_steps: int = 200          # cap: warm-up ends here even if step time never settles
+    growth_mb_per_100_steps: float = 10.0  # worker memory growing faster (with a good linear fit) is a warning
+    profile: str = "none"                # none, torch (torch.profiler trace), pyspy (flame graph), nsys (NVTX marks)
+    profile_wait: Optional[int] = None   # steps before the profiler warms up; null: workload.warmup_steps
+    profile_warmup: int = 1
+    profile_active: int = 5
+
+    def check(self) -> None:
+        _require(self.sample_hz == 0 or 1 <= self.sample_hz <= 1000, "probe.sample_hz",
+                 f"must be 0 (off) or between 1 and 1000, got {self.sample_hz}")
+        _require(self.memory_every >= 0, "probe.memory_every", f"must be 0 (off) or more, got {self.memory_every}")
+        _require(self.settle_window >= 2, "probe.settle_window", f"must be 2 or more, got {self.settle_window}")
+        _require(0 < self.settle_tolerance < 1, "probe.settle_tolerance",
+                 f"must be a fraction between 0 and 1, got {self.settle_tolerance}")
+        _require(self.settle_max_steps >= 2 * self.settle_window, "probe.settle_max_steps",
+                 f"must be at least 2 x probe.settle_window={2 * self.settle_window}, got {self.settle_max_steps}")
+        _require(self.growth_mb_per_100_steps > 0, "probe.growth_mb_per_100_steps", "must be positive")
+        _require(self.profile in PROFILES, "probe.profile", f"must be one of {PROFILES}, got {self.profile!r}")
+        _require(self.profile_wait is None or self.profile_wait >= 0, "probe.profile_wait", "must be 0 or more, or null")
+        _require(self.profile_warmup >= 0, "probe.profile_warmup", "must be 0 or more")
+        _require(self.profile_active >= 1, "probe.profile_active", f"must be 1 or more, got {self.profile_active}")
+
+
 @dataclass
 class TrialConfig:
     """What one trial receives: everything that shapes its measurement."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     data: DataConfig = field(default_factory=DataConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def check(self) -> None:
         self.workload.check()
         self.data.check()
         self.resources.check()
+        self.train.check(self.data)
+        self.probe.check()
 
 
 @dataclass
@@ -190,6 +306,7 @@ class RootConfig(TrialConfig):
     repeats: int = 1                     # runs per grid point, each in its own process
     order: str = "interleaved"           # interleaved: shuffled rounds, so drift is not an effect; grid: in order
     order_seed: int = 0
+    resume: Optional[str] = None         # a run id under results/<sweep>/, or "latest": re-run only what is missing or failed
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
@@ -218,10 +335,10 @@ _SECTIONS = {
     "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
-    "ReportConfig": ReportConfig,
+    "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
 }
 
-TRIAL_SECTIONS = ("workload", "data", "resources")
+TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")
 
 
 def trial_config_from_dict(values: Dict[str, Any]) -> TrialConfig:
@@ -252,5 +369,5 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 __all__: List[str] = [
     "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "ReportConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "ReportConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

@@ -14,7 +14,7 @@ import random
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from sweeper.probe import Probe
 from sweeper.schema import TrialConfig
@@ -55,7 +55,43 @@ def setup(cfg: TrialConfig, num_cpus: float) -> Dict[str, Any]:
     np.random.seed(cfg.workload.seed)
     torch.manual_seed(cfg.workload.seed)
     cfg.workload.device = resolve_device(cfg.workload.device)
+    limit_host_memory(cfg.resources.memory_limit_gb)
     return {"threads": threads, "device": cfg.workload.device}
+
+
+def failure_status(exc: BaseException) -> str:
+    """"oom" for host MemoryError and for PyTorch's (CUDA) OutOfMemoryError, else "failed"."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return "oom"
+    return "oom" if "out of memory" in str(exc).lower() and isinstance(exc, RuntimeError) else "failed"
+
+
+def memory_at_failure() -> Dict[str, Any]:
+    """What memory the trial held when it stopped: host RSS, and the CUDA peaks if it used CUDA."""
+    import sys
+
+    import psutil
+
+    figures: Dict[str, Any] = {"host_rss_gb_at_end": psutil.Process().memory_info().rss / 1e9}
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        figures["cuda_max_allocated_gb_at_end"] = torch.cuda.max_memory_allocated() / 1e9
+        figures["cuda_max_reserved_gb_at_end"] = torch.cuda.max_memory_reserved() / 1e9
+    return figures
+
+
+def limit_host_memory(limit_gb: Optional[float]) -> None:
+    """Caps the trial's address space at what it has mapped now plus `limit_gb`, so a
+    runaway trial gets a MemoryError of its own instead of taking the machine down."""
+    if not limit_gb:
+        return
+    import resource
+
+    import psutil
+
+    mapped = psutil.Process().memory_info().vms
+    cap = int(mapped + limit_gb * 1e9)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -87,29 +123,40 @@ def base_record(spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
+def build_probe(cfg: TrialConfig, scratch: Path) -> Probe:
+    """CUDA events, CUDA memory and NVML on a GPU trial, the host clock otherwise; profiles
+    and other files go to the scratch folder, which comes back as the trial folder."""
+    return Probe.for_trial(cfg.probe, cfg.workload.device, cfg.workload.warmup_steps, out_dir=scratch)
+
+
 def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
     """Runs one trial and writes its record; never raises for a workload's failure."""
     record = base_record(spec)
     record["started_at"] = time.time()
     cfg: TrialConfig = spec["config"]
-    probe = Probe(warmup_steps=cfg.workload.warmup_steps)
+    probe = Probe(warmup_steps=cfg.workload.warmup_steps)   # replaced once the device is known
     try:
         from sweeper.fingerprint import fingerprint
 
         record["resources"].update(setup(cfg, spec["num_cpus"]))
         record["fingerprint"] = fingerprint()
-        extra = load_workload(cfg.workload.target)(cfg, probe) or {}
+        probe = build_probe(cfg, scratch)
+        with probe:     # sampler and profile run around the workload and stop even when it raises
+            extra = load_workload(cfg.workload.target)(cfg, probe) or {}
         record["figures"] = {**probe.figures, **extra}
         record["summary"] = probe.summary()
         record["status"] = "ok"
     except Exception as exc:   # a failed trial is a row: keep its type and message
+        record["status"] = failure_status(exc)
         record["error_type"] = type(exc).__name__
         record["error_message"] = str(exc)[-2000:]
-        record["figures"] = dict(probe.figures)
+        record["figures"] = {**probe.figures, **memory_at_failure()}
         traceback.print_exc()
+    probe.stop()
     record["warnings"] = probe.warnings
     record["ended_at"] = time.time()
-    if probe.rows:
-        write_steps(scratch / STEPS_FILE, probe.rows)
+    rows = probe.rows
+    if rows:
+        write_steps(scratch / STEPS_FILE, rows)
     write_json_atomic(scratch / RECORD_FILE, record)
     return record

@@ -70,3 +70,20 @@ def expand_url(url: str) -> List[str]:
     if len(paths) == 1 and any(c in paths[0] for c in "*?["):
         paths = sorted(glob.glob(paths[0]))
     return paths
+
+
+def check_local_shards(url: str) -> str:
+    """'' when every shard the pattern names exists, is readable and starts like a tar file;
+    else what is wrong, in words a user can act on."""
+    paths = expand_url(url)
+    missing = [p for p in paths if not os.path.exists(p)]
+    if not paths or missing:
+        return (f"{len(missing) or 'all'} of {len(paths)} shard(s) do not exist (first: {(missing or [url])[0]}); "
+                f"check the path and the {{0000..0099}} range")
+    unreadable = [p for p in paths if not os.access(p, os.R_OK)]
+    if unreadable:
+        return f"{len(unreadable)} shard(s) cannot be read (first: {unreadable[0]}); check permissions"
+    corrupt = [p for p in paths if not tarfile.is_tarfile(p)]
+    if corrupt:
+        return f"{len(corrupt)} shard(s) are not tar files (first: {corrupt[0]})"
+    return ""

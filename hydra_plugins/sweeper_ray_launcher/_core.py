@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import shutil
+import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -20,11 +21,11 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf, open_dict, read_write
 
 from sweeper import display, exitcodes, sinks
+from hydra_plugins.sweeper_ray_launcher._runner import Runner, Sweep
 from sweeper.errors import SweeperError
 from sweeper.plan import ClusterShape, Trial, plan_trials, swept_keys
-from sweeper.results import run_dir, summary_row, write_summary, write_trial
+from sweeper.results import read_records, run_dir, summary_row
 from sweeper.schema import RootConfig, root_config_from_dict
-from sweeper.trial import base_record
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,14 @@ def compose_job(launcher, overrides: Sequence[str], index: int) -> Job:
 
 
 def check_shard_patterns(jobs: Sequence[Job]) -> None:
-    """A local shard pattern that matches nothing fails here, not inside a worker."""
-    from workloads.shards import expand_url
+    """Local shards that are missing, unreadable or not tar files fail here, not inside a worker."""
+    from workloads.shards import check_local_shards
 
     for url in sorted({job[1].data.url for job in jobs if job[1].data.url}):
-        if "://" in url or url.startswith("pipe:"):
-            continue
-        if not expand_url(url) or not all(os.path.exists(p) for p in expand_url(url)):
-            raise SweeperError(f"data.url={url!r} names shards that do not exist; check the path and the "
-                               f"{{0000..0099}} range")
+        if "://" not in url and not url.startswith("pipe:"):
+            problem = check_local_shards(url)
+            if problem:
+                raise SweeperError(f"data.url={url!r}: {problem}")
 
 
 def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[Job]:
@@ -130,56 +130,6 @@ def trial_spec(trial: Trial, root: RootConfig) -> Dict[str, Any]:
             "driver_pid": os.getpid()}
 
 
-def unfinished_record(spec: Dict[str, Any], status: str, error_type: str, message: str) -> Dict[str, Any]:
-    record = base_record(spec)
-    record.update(status=status, error_type=error_type, error_message=message, pid=None)
-    return record
-
-
-class Sweep:
-    """Collects finished trials, writes each at once, prints progress."""
-
-    def __init__(self, run: Path, total: int, root: Dict[str, Any]):
-        self.run, self.total, self.root = run, total, root
-        self.records: Dict[str, Dict[str, Any]] = {}
-        self.started = time.monotonic()
-
-    def finish(self, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> None:
-        write_trial(self.run, record, config, files)
-        self.records[record["trial_id"]] = record
-        sinks.on_trial(self.run, record, self.root)
-        write_summary(self.run, self.records.values())
-        print(display.progress_line(len(self.records), self.total, record, time.monotonic() - self.started),
-              flush=True)
-
-
-def run_trials(trials: List[Trial], jobs: List[Job], root: RootConfig, sweep: Sweep) -> None:
-    import ray
-
-    pending = {}
-    for trial in trials:
-        job = jobs[trial.index]
-        spec = trial_spec(trial, root)
-        if trial.infeasible:
-            sweep.finish(unfinished_record(spec, "infeasible", "Infeasible", trial.infeasible), job[2], {})
-            continue
-        pending[submit(trial, spec)] = (spec, job)
-    try:
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            spec, job = pending.pop(done[0])
-            try:
-                outcome = ray.get(done[0])
-                sweep.finish(outcome.record, job[2], outcome.files)
-            except Exception as exc:   # the worker itself died: still a row
-                sweep.finish(unfinished_record(spec, "failed", type(exc).__name__, str(exc)[-2000:]), job[2], {})
-    except KeyboardInterrupt:
-        for ref, (spec, job) in pending.items():
-            ray.cancel(ref)
-            sweep.finish(unfinished_record(spec, "cancelled", "Interrupted", "the sweep was interrupted"), job[2], {})
-        exitcodes.report(exitcodes.INTERRUPTED)
-
-
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
     try:
         baseline = (jobs[0][2].get("analysis") or {}).get("baseline")
@@ -201,28 +151,90 @@ def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
     try:
         jobs = compose_all(launcher, job_overrides, initial_job_idx)
+        root = jobs[0][1]
+        run = resolve_run(root, Path(str(launcher.config.hydra.sweep.dir)))
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exitcodes.USAGE)
-    root = jobs[0][1]
-    run = run_dir(root.results_dir, root.sweep.name, root.run_id)
     axes = swept_keys([j[0] for j in jobs])
-    if launcher.params.get("dry_run") or jobs[0][2].get("dry_run"):
+    if jobs[0][2].get("dry_run"):
         print_plan(plan(jobs, root, local_shape()), root, run)
         return _job_returns(jobs, [None] * len(jobs))
-    started_ray = connect(root.ray)
+    started_ray = False
     try:
-        shape = cluster_shape()
-        trials = plan(jobs, root, shape)
-        print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(shape, root)}, "
-              f"isolation={root.resources.isolation}", flush=True)
-        sweep = Sweep(run, len(trials), jobs[0][2])
-        run_trials(trials, jobs, root, sweep)
+        started_ray = connect(root.ray)
+        trials = plan(jobs, root, cluster_shape())
+        sweep = run_sweep(trials, jobs, root, run, kill_tasks=not started_ray)
+    except KeyboardInterrupt:      # before any trial started: nothing to keep
+        print("interrupted before any trial started", file=sys.stderr)
+        sys.exit(exitcodes.INTERRUPTED)
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
+    report_end(sweep, trials, axes, root, run, jobs)
+    return _job_returns(jobs, [sweep.records.get(f"{c}-0") for c in _cell_ids(trials, len(jobs))])
+
+
+def resolve_run(root: RootConfig, fresh: Path) -> Path:
+    """The run folder: a new one, or with `resume=` an earlier one (Hydra's fresh, empty one goes)."""
+    if not root.resume:
+        return run_dir(root.results_dir, root.sweep.name, root.run_id)
+    runs = Path(root.results_dir).expanduser() / root.sweep.name
+    if root.resume == "latest":
+        earlier = sorted(p for p in runs.iterdir() if (p / "trials").is_dir()) if runs.is_dir() else []
+        if not earlier:
+            raise SweeperError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}")
+        run = earlier[-1]
+    else:
+        run = runs / root.resume
+        if not (run / "trials").is_dir():
+            raise SweeperError(f"resume={root.resume}: no run folder with trials at {run}")
+    if fresh.resolve() != run.resolve() and fresh.is_dir() and set(os.listdir(fresh)) <= {"multirun.yaml"}:
+        shutil.rmtree(fresh)
+    root.run_id = run.name
+    return run
+
+
+def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, Dict[str, Any]]:
+    """Finished trials of this grid from an earlier attempt at the run; leftovers of
+    half-written folders are removed so those trials run again."""
+    for leftover in (run / "trials").glob(".*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    wanted = {t.trial_id for t in trials}
+    return {r["trial_id"]: r for r in read_records(run) if r["trial_id"] in wanted and r["status"] == "ok"}
+
+
+def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path, kill_tasks: bool) -> Sweep:
+    done = earlier_results(run, trials) if root.resume else {}
+    sweep = Sweep(run, len(trials), jobs[0][2], done)
+    print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(cluster_shape(), root)}, "
+          f"isolation={root.resources.isolation}", flush=True)
+    if done:
+        print(f"resuming {run}: {len(done)} trial(s) already finished, {len(trials) - len(done)} to run", flush=True)
+    runner = Runner(sweep, submit, lambda t: trial_spec(t, root))
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for trial in trials:
+            if trial.trial_id not in done:
+                runner.start(trial, jobs[trial.index][2])
+        runner.run()
+    except KeyboardInterrupt:
+        print("interrupted: cancelling running trials; finished ones are kept", file=sys.stderr, flush=True)
+        runner.cancel_all(kill_tasks)
+        exitcodes.report(exitcodes.INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return sweep
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def report_end(sweep: Sweep, trials: List[Trial], axes: List[str], root: RootConfig, run: Path,
+               jobs: List[Job]) -> None:
     rows = [summary_row(r) for r in sweep.records.values()]
     print()
     print(display.results_table(rows, axes))
@@ -230,7 +242,6 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     if any(r["status"] != "ok" for r in rows):
         exitcodes.report(exitcodes.TRIALS_FAILED)
     sinks.on_sweep_end(run, list(sweep.records.values()), jobs[0][2])
-    return _job_returns(jobs, [sweep.records.get(f"{c}-0") for c in _cell_ids(trials, len(jobs))])
 
 
 def _cell_ids(trials: List[Trial], count: int) -> List[str]:
