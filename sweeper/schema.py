@@ -106,6 +106,7 @@ class RayConfig:
     address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": attach
     num_cpus: Optional[int] = None       # for a local Ray only
     num_gpus: Optional[int] = None       # for a local Ray only
+    node_ip_address: Optional[str] = None  # this host's address as the cluster knows it (multi-homed hosts)
     runtime_env: Dict[str, Any] = field(default_factory=dict)
 
 

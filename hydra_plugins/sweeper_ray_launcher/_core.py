@@ -73,6 +73,8 @@ def connect(ray_cfg) -> bool:
                               "log_to_driver": False}
     if ray_cfg.runtime_env:
         kwargs["runtime_env"] = dict(ray_cfg.runtime_env)
+    if ray_cfg.node_ip_address:
+        kwargs["_node_ip_address"] = ray_cfg.node_ip_address
     if ray_cfg.address:
         ray.init(address=ray_cfg.address, **kwargs)
         return False

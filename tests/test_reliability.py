@@ -1,0 +1,249 @@
+"""Faults injected for real: each ends as a row, finished trials stay intact, nothing is left running."""
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from sweeper.results import read_records
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+FAST = ["workload.steps=5", "workload.warmup_steps=1", "resources.isolation=pack"]
+T = "tests.workloads_for_tests"
+
+
+def only_run(tmp_path, sweep="single"):
+    runs = [p for p in (tmp_path / "results" / sweep).iterdir() if (p / "trials").is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def by_target(run):
+    return {r["swept"].get("workload.target", r["trial_id"]): r for r in read_records(run)}
+
+
+def zygotes_and_trials_alive(pids):
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_failures_are_rows_and_the_sweep_goes_on(sweeper_cli, tmp_path):
+    targets = f"{T}:quick,{T}:raises,{T}:kills_itself,{T}:grabs_memory,{T}:cuda_oom_above,{T}:hangs"
+    result = sweeper_cli([f"workload.target={targets}", "data.batch_size=8", "resources.timeout_s=8",
+                          "resources.memory_limit_gb=0.5", *FAST], timeout=240)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    records = by_target(only_run(tmp_path))
+    status = {t.split(":")[1]: (r["status"], r["error_type"]) for t, r in records.items()}
+    assert status == {
+        "quick": ("ok", None),
+        "raises": ("failed", "ValueError"),
+        "kills_itself": ("failed", "TrialKilled"),
+        "grabs_memory": ("oom", "MemoryError"),
+        "cuda_oom_above": ("oom", "OutOfMemoryError"),
+        "hangs": ("timeout", "TrialTimeout"),
+    }
+    assert records[f"{T}:raises"]["error_message"] == "injected failure for the test"
+    assert records[f"{T}:grabs_memory"]["figures"]["host_rss_gb_at_end"] > 0.1
+    assert "CUDA out of memory" in records[f"{T}:cuda_oom_above"]["error_message"]
+    assert "SIGKILL" in records[f"{T}:kills_itself"]["error_message"]
+    # the table says what failed, with the overrides to reproduce it
+    assert "5 trial(s) did not finish; to reproduce one:" in result.stdout
+    repro = [line for line in result.stdout.splitlines() if line.startswith("  python -m sweeper ")]
+    assert len(repro) == 5
+    assert any(f"workload.target={T}\\:hangs" in line and line.endswith("# timeout: TrialTimeout")
+               for line in repro)   # Hydra escapes ':' in overrides; the line runs as printed
+    assert zygotes_and_trials_alive([r["pid"] for r in records.values() if r["pid"]]) == []
+
+
+def test_out_of_memory_retry_with_half_the_batch_keeps_both_attempts(sweeper_cli, tmp_path):
+    result = sweeper_cli([f"workload.target={T}:cuda_oom_above", "data.batch_size=16",
+                          "+workload.params.max_batch=4", "resources.on_oom=halve", *FAST])
+    assert result.returncode == 1, result.stderr[-3000:]   # the first attempts stay recorded as oom
+    records = read_records(only_run(tmp_path))
+    # 16 runs out of memory, 8 too, 4 fits: every attempt is kept, each retry names its parent
+    by_id = {r["trial_id"]: r for r in records}
+    sizes = [int(dict(o.split("=", 1) for o in r["overrides"] if "=" in o).get("data.batch_size", 16))
+             for r in records]
+    assert sorted(sizes) == [4, 8, 16]
+    assert sorted(r["status"] for r in records) == ["ok", "oom", "oom"]
+    for r in records:
+        if r.get("retry_of"):
+            assert by_id[r["retry_of"]]["status"] == "oom"
+    assert sum(1 for r in records if not r.get("retry_of")) == 1
+    summary = pd.read_parquet(only_run(tmp_path) / "summary.parquet")
+    assert len(summary) == 3
+
+
+def test_killed_trial_is_retried_with_max_retries(sweeper_cli, tmp_path):
+    result = sweeper_cli([f"workload.target={T}:kills_itself", "resources.max_retries=2", *FAST])
+    record = read_records(only_run(tmp_path))[0]
+    assert (record["status"], record["attempts"]) == ("failed", 3)
+    assert result.returncode == 1
+
+
+def test_infeasible_request_is_reported_at_once(sweeper_cli, tmp_path):
+    started = time.monotonic()
+    result = sweeper_cli([f"workload.target={T}:quick", "resources.gpus=1", *FAST])
+    assert time.monotonic() - started < 90
+    record = read_records(only_run(tmp_path))[0]
+    assert record["status"] == "infeasible"
+    assert "asks for 1 GPU(s) but no node has more than 0" in record["error_message"]
+    assert result.returncode == 1
+
+
+def test_secrets_never_reach_results(sweeper_cli, tmp_path):
+    secret = "sk-test-0123456789abcdef"
+    result = sweeper_cli([f"workload.target={T}:leaks_secret", *FAST], env_extra={"WANDB_API_KEY": secret})
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = only_run(tmp_path)
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert any(p.name == "trial.log" for p in files)
+    assert [p for p in files if secret.encode() in p.read_bytes()] == []
+    assert secret not in result.stdout + result.stderr
+    assert "[redacted:WANDB_API_KEY]" in (next(run.rglob("trial.log"))).read_text()
+
+
+def digest(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_path):
+    from tests.conftest import run_sweeper
+
+    args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.2", "workload.steps=10",
+            "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5"]
+    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": str(ROOT)}
+    driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            trials = list((tmp_path / "results" / "single").glob("*/trials/*/trial.json"))
+            if len(trials) >= 2:
+                break
+            time.sleep(0.2)
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=90)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, err[-3000:]
+    run = only_run(tmp_path)
+    records = read_records(run)
+    finished = {r["trial_id"]: digest(run / "trials" / r["trial_id"]) for r in records if r["status"] == "ok"}
+    assert 2 <= len(finished) < 6
+    assert {r["status"] for r in records} <= {"ok", "cancelled"}
+    assert zygotes_and_trials_alive([r["pid"] for r in records if r.get("pid")]) == []
+
+    # a half-written trial folder: its last file never landed
+    (run / "trials" / ".staging-deadbeef-0-1234").mkdir()
+    first_ok = sorted(finished)[0]
+    (run / "trials" / first_ok / "trial.json").unlink()
+
+    resumed = run_sweeper(args + ["resume=latest"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming {run}: {len(finished) - 1} trial(s) already finished" in resumed.stdout
+    summary = pd.read_parquet(run / "summary.parquet")
+    assert len(summary) == 6 and summary["trial_id"].is_unique and (summary["status"] == "ok").all()
+    for trial_id, files in finished.items():
+        if trial_id != first_ok:
+            assert digest(run / "trials" / trial_id) == files    # untouched, byte for byte
+    assert not list((run / "trials").glob(".*"))
+    assert len(list((tmp_path / "results" / "single").iterdir())) == 1   # no second run folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_nodes(address: str, count: int, env: dict, timeout_s: float = 180) -> None:
+    """Until the cluster at `address` has `count` live nodes (asked from a separate process)."""
+    code = ("import ray, sys; ray.init(address=sys.argv[1], _node_ip_address='127.0.0.1', logging_level='ERROR'); "
+            "print(sum(n['Alive'] for n in ray.nodes()))")
+    deadline = time.monotonic() + timeout_s
+    host, port = address.split(":")
+    while time.monotonic() < deadline:       # first, until the head's GCS port answers
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    while time.monotonic() < deadline:
+        probe = subprocess.run([sys.executable, "-c", code, address], env=env, capture_output=True, text=True,
+                               timeout=120)
+        if probe.returncode == 0 and probe.stdout.strip().splitlines()[-1:] == [str(count)]:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the test cluster at {address} did not reach {count} node(s)")
+
+
+def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
+    from tests.conftest import run_sweeper
+
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    # Every Ray process of this test (head, node, driver) keeps to the loopback address.
+    # A token of the test's own lets the driver join the cluster that `ray start` made.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "",
+           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")   # short: Ray's socket paths must fit in 107 bytes
+    head = subprocess.Popen([ray_bin, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+                             "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={temp}"],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    node = None
+    try:
+        address = f"127.0.0.1:{port}"
+        wait_for_nodes(address, 1, env)
+        node = subprocess.Popen([ray_bin, "start", "--block", f"--address={address}", "--num-cpus=3",
+                                 "--node-ip-address=127.0.0.1"],
+                                env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_nodes(address, 2, env)
+        args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.5", "workload.steps=20",
+                "workload.warmup_steps=0", "workload.seed=0,1,2,3", "resources.isolation=pack",
+                "resources.cpus=1", "resources.max_retries=1", f"ray.address={address}",
+                "ray.node_ip_address=127.0.0.1"]
+        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
+                                  cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in driver.stdout:           # the trials are submitted once this line is out
+            lines.append(line)
+            if line.startswith("sweep 'single'"):
+                break
+        time.sleep(6)                        # three of them now run on the second node
+        os.killpg(node.pid, signal.SIGKILL)  # which disappears mid-sweep
+        out, err = driver.communicate(timeout=240)
+        assert driver.returncode == 0, "".join(lines) + out[-3000:] + err[-3000:]
+        records = read_records(only_run(tmp_path))
+        assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+        assert any(r["attempts"] == 2 for r in records)   # lost with the node, then run again on the head
+    finally:
+        for proc in (node, head):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
