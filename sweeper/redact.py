@@ -40,9 +40,15 @@ def redact(value: Any, found: Optional[Dict[str, str]] = None) -> Any:
     return value
 
 
-def redact_bytes(data: bytes, found: Optional[Dict[str, str]] = None) -> bytes:
-    """Text files (logs) are redacted; binary ones (parquet) are checked and redacted byte-wise."""
+TEXT_SUFFIXES = (".log", ".txt", ".json", ".yaml", ".md", ".csv")
+
+
+def redact_file(name: str, data: bytes, found: Optional[Dict[str, str]] = None) -> bytes:
+    """Text files are redacted here; binary ones (steps.parquet) were redacted before they were
+    written, since replacing bytes inside a compressed file would corrupt it."""
+    if not name.endswith(TEXT_SUFFIXES):
+        return data
     found = secrets() if found is None else found
-    for value, name in found.items():
-        data = data.replace(value.encode(), f"[redacted:{name}]".encode())
+    for value, name_ in found.items():
+        data = data.replace(value.encode(), f"[redacted:{name_}]".encode())
     return data

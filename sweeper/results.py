@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 import yaml
 
-from sweeper.redact import redact, redact_bytes, secrets
+from sweeper.redact import redact, redact_file, secrets
 
 TRIAL_JSON = "trial.json"
 SUMMARY_BASENAME = "summary"
@@ -50,7 +50,7 @@ def write_trial(run: Path, record: Dict[str, Any], config: Dict[str, Any], files
     """Writes a whole trial folder, replacing any earlier one for the same trial id."""
     found = secrets()
     record, config = redact(record, found), redact(config, found)
-    files = {name: redact_bytes(data, found) for name, data in files.items()}
+    files = {name: redact_file(name, data, found) for name, data in files.items()}
     final = trial_dir(run, record["trial_id"])
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f".staging-{record['trial_id']}-{uuid.uuid4().hex[:8]}"

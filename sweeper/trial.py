@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from sweeper.probe import Probe
+from sweeper.redact import redact
 from sweeper.schema import TrialConfig
 
 RECORD_VERSION = 1

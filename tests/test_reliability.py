@@ -119,6 +119,8 @@ def test_secrets_never_reach_results(sweeper_cli, tmp_path):
     assert [p for p in files if secret.encode() in p.read_bytes()] == []
     assert secret not in result.stdout + result.stderr
     assert "[redacted:WANDB_API_KEY]" in (next(run.rglob("trial.log"))).read_text()
+    steps = pd.read_parquet(next(run.rglob("steps.parquet")))      # still a readable file
+    assert set(steps["note"]) == {"key=[redacted:WANDB_API_KEY]"}
 
 
 def digest(folder: Path) -> dict:
