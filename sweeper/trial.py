@@ -158,6 +158,6 @@ def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
     record["ended_at"] = time.time()
     rows = probe.rows
     if rows:
-        write_steps(scratch / STEPS_FILE, rows)
+        write_steps(scratch / STEPS_FILE, redact(rows))   # parquet cannot be patched after it is written
     write_json_atomic(scratch / RECORD_FILE, record)
     return record
