@@ -28,7 +28,8 @@ TRIAL_JSON = "trial.json"
 SUMMARY_BASENAME = "summary"
 
 # Summary columns taken from the record's figures and summary, in display order.
-_FIGURES = ("time_to_first_batch_s", "pin_memory_effective", "device")
+_FIGURES = ("time_to_first_batch_s", "pin_memory_effective", "device", "tokens_per_s", "mfu",
+            "loss_initial", "loss_final", "peak_memory_allocated_gb", "peak_memory_reserved_gb", "peak_rss_gb")
 _SUMMARY = ("items_per_s", "step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "steps")
 
 

@@ -212,7 +212,8 @@ class TrainConfig:
     lr: float = 6e-4
     weight_decay: float = 0.1
     peak_flops: Optional[float] = None   # per device, for MFU; null: by GPU name (H100/H200: 989e12 dense bf16)
-    phase_sync: bool = True              # GPU sync at each phase edge: true phase times, a little slower
+    phase_sync: bool = False             # GPU sync at each phase edge: only for a host-clock probe (the trial's
+                                         # probe times GPU phases with CUDA events and needs none)
     dist_timeout_s: float = 300.0        # a collective stuck this long fails the trial
 
     def shape(self) -> Dict[str, int]:

@@ -1,0 +1,187 @@
+"""Model, optimizer and ZeRO stage for one rank: what `train.zero_stage` and `train.backend` mean.
+
+    native   0: DDP                       every rank holds all parameters, gradients, optimizer state
+             1: DDP + ZeroRedundancyOptimizer   optimizer state sharded; parameters broadcast after the step
+             2: FSDP2 fully_shard(reshard_after_forward=False)   + gradients sharded (reduce-scatter)
+             3: FSDP2 fully_shard(reshard_after_forward=True)    + parameters sharded between uses
+    deepspeed   deepspeed.initialize with zero_optimization.stage = train.zero_stage
+
+A single rank without a process group trains the bare model. An engine has three
+calls, `forward(x, y) -> loss`, `backward(loss, last)`, `step()`, so the training
+loop is the same for every stage and backend. With accumulation, gradients are
+synchronised only on the last micro-batch (DDP no_sync, FSDP2 set_requires_gradient_sync).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Dict, List
+
+import torch
+import torch.nn as nn
+
+from workloads.distributed import RankContext
+from workloads.model import GPT, ModelShape, torch_checkpoint
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def require_deepspeed():
+    try:
+        import deepspeed
+    except ImportError as exc:
+        raise RuntimeError(f"train.backend=deepspeed needs DeepSpeed, which this trial cannot import ({exc}); "
+                           f"pip install deepspeed on the workers, or use train.backend=native") from None
+    return deepspeed
+
+
+def build(train, shape: ModelShape, ctx: RankContext):
+    if train.backend == "deepspeed":
+        return DeepSpeedEngine(train, shape, ctx)
+    return NativeEngine(train, shape, ctx)
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
+    """Weight decay on matrices and embeddings, none on biases and norms (as nanoGPT)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def adamw_kwargs(train, device: torch.device) -> Dict[str, Any]:
+    fused = bool(train.fused_adamw and device.type == "cuda")
+    return {"lr": train.lr, "betas": (0.9, 0.95), "eps": 1e-8, **({"fused": True} if fused else {})}
+
+
+class NativeEngine:
+    def __init__(self, train, shape: ModelShape, ctx: RankContext):
+        self.accum = train.accum_steps
+        model = GPT(shape, checkpoint_fn=torch_checkpoint if train.activation_checkpointing else None)
+        model = model.to(ctx.device)
+        self.model, self.sync_mode = self._wrap(model, train, ctx)
+        groups = param_groups(self.model, train.weight_decay)
+        kwargs = adamw_kwargs(train, ctx.device)
+        if ctx.distributed and train.zero_stage == 1:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            self.optimizer = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, **kwargs)
+        else:
+            self.optimizer = torch.optim.AdamW(groups, **kwargs)
+        self.scaler = self._scaler(train, ctx)
+        dtype = AMP_DTYPES.get(train.precision)
+        self.autocast = (lambda: torch.autocast(ctx.device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+        self.notes = {"fused_adamw_effective": "fused" in kwargs, "grad_scaler": self.scaler.is_enabled()}
+
+    @staticmethod
+    def _wrap(model: GPT, train, ctx: RankContext):
+        """(module to call, how gradients are kept from syncing): bare, DDP or FSDP2."""
+        if not ctx.distributed or train.zero_stage in (0, 1):
+            if train.compile:
+                model = torch.compile(model)
+            if not ctx.distributed:
+                return model, "none"
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+            return DDP(model, device_ids=ids), "ddp"
+        return shard(model, train), "fsdp"
+
+    @staticmethod
+    def _scaler(train, ctx: RankContext):
+        fp16 = train.precision == "fp16"
+        if fp16 and ctx.distributed and train.zero_stage >= 2:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            return ShardedGradScaler(device=ctx.device.type)   # agrees on inf/NaN across the shards
+        return torch.amp.GradScaler(ctx.device.type, enabled=fp16)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with self.autocast():
+            return self.model(x, y)
+
+    def backward(self, loss: torch.Tensor, last: bool) -> None:
+        with self._grad_sync(last):
+            self.scaler.scale(loss / self.accum).backward()
+
+    def _grad_sync(self, last: bool):
+        if self.sync_mode == "ddp" and not last:
+            return self.model.no_sync()
+        if self.sync_mode == "fsdp":
+            self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+
+    def step(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def shard(model: GPT, train) -> nn.Module:
+    """FSDP2: each block its own unit, then the root (embeddings, tied head, final norm).
+    Stage 2 keeps parameters gathered from forward to backward; stage 3 frees them after
+    each block's forward and gathers them again for its backward."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    dtype = AMP_DTYPES.get(train.precision)
+    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
+    reshard = train.zero_stage == 3
+    for block in model.h:
+        if train.compile:
+            block.compile()
+        fully_shard(block, reshard_after_forward=reshard, mp_policy=policy)
+    return fully_shard(model, reshard_after_forward=reshard, mp_policy=policy)
+
+
+# -- DeepSpeed ----------------------------------------------------------------------
+def deepspeed_config(train, world_size: int) -> Dict[str, Any]:
+    """The DeepSpeed config a trial's settings amount to (pure: tested without DeepSpeed)."""
+    config: Dict[str, Any] = {
+        "train_batch_size": train.micro_batch * train.accum_steps * world_size,
+        "train_micro_batch_size_per_gpu": train.micro_batch,
+        "gradient_accumulation_steps": train.accum_steps,
+        "zero_optimization": {"stage": train.zero_stage, "reduce_scatter": train.reduce_scatter,
+                              "contiguous_gradients": train.contiguous_gradients, "overlap_comm": True},
+        "bf16": {"enabled": train.precision == "bf16"},
+        "fp16": {"enabled": train.precision == "fp16"},
+        "zero_allow_untested_optimizer": True,     # torch's AdamW: no DeepSpeed op to build
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if train.activation_checkpointing:
+        config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
+                                              "contiguous_memory_optimization": False}
+    return config
+
+
+class DeepSpeedEngine:
+    """DeepSpeed owns loss scaling, accumulation and the ZeRO stage; `engine.step()` runs
+    after every micro-batch and updates the weights only at the accumulation boundary."""
+
+    def __init__(self, train, shape: ModelShape, ctx: RankContext):
+        deepspeed = require_deepspeed()
+        os.environ.update({"RANK": str(ctx.rank), "LOCAL_RANK": str(ctx.rank), "WORLD_SIZE": str(ctx.world_size),
+                           "LOCAL_WORLD_SIZE": str(ctx.world_size)})
+        config = deepspeed_config(train, ctx.world_size)
+        checkpoint_fn = None
+        if train.activation_checkpointing:
+            deepspeed.checkpointing.configure(None, deepspeed_config=config)
+            checkpoint_fn = deepspeed.checkpointing.checkpoint
+        model = GPT(shape, checkpoint_fn=checkpoint_fn).to(ctx.device)
+        if train.compile:
+            model = torch.compile(model)
+        optimizer = torch.optim.AdamW(param_groups(model, train.weight_decay), **adamw_kwargs(train, ctx.device))
+        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
+                                                    dist_init_required=False)
+        self.notes = {"fused_adamw_effective": bool(train.fused_adamw and ctx.device.type == "cuda"),
+                      "grad_scaler": train.precision == "fp16"}
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.engine(x, y)
+
+    def backward(self, loss: torch.Tensor, last: bool) -> None:
+        self.engine.backward(loss)         # DeepSpeed divides by gradient_accumulation_steps itself
+        if not last:
+            self.engine.step()
+
+    def step(self) -> None:
+        self.engine.step()

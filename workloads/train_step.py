@@ -1,0 +1,323 @@
+"""Training-step workload: how fast does a GPT-style model train, and at what numeric cost?
+
+One trial trains a GPT-style decoder (workloads/model.py) for warm-up + measured
+optimizer steps and times each step in phases:
+
+    data_wait   the next micro-batch (synthetic: an index into a pool; shards: the DataLoader)
+    h2d         host-to-device copy of it (shards only)
+    forward     forward pass and loss, under autocast for bf16/fp16
+    backward    backward pass; DDP/FSDP gradient communication overlaps it, so it is counted here
+    optimizer   AdamW step (ZeRO-1: plus the parameter broadcast), zero_grad(set_to_none=True)
+
+With accumulation the micro-batch phases add up within a step. The trial's probe
+times GPU phases with CUDA events, so the loop's one host sync a step is reading
+that step's loss (train.phase_sync=true adds a sync at every phase edge, for a
+host-clock probe such as a notebook's Probe()). One rank runs while probe.more()
+says so; several ranks run exactly warmup_steps + steps, the same on every rank.
+Defaults live in sweeper/schema.py (TrainConfig); the ones that matter:
+
+    preset=tiny               tiny: 2 layers x 64 wide, T=64, vocab 512: seconds on a CPU
+                              gpt2-124m: 12 layers x 768, 12 heads, T=1024, vocab 50257: the GPU one
+    precision=fp32            fp32 | tf32 | bf16 | fp16; a CPU runs fp32, bf16 and fp16 (tf32 runs as fp32)
+    micro_batch=8             effective batch = micro_batch x accum_steps x world_size sequences
+    accum_steps=1
+    compile=false             torch.compile
+    zero_stage=0              0 DDP | 1 DDP + ZeroRedundancyOptimizer | 2, 3 FSDP2 (see workloads/parallel.py)
+    world_size=1              ranks, started by this trial (workloads/distributed.py)
+    data_source=synthetic     synthetic: a fixed pool of random batches on the device, as nanoGPT's
+                              bench.py (no loading cost; the model memorises the pool, so the loss falls);
+                              shards: the dataloader workload's shards (data.*), so data waits show
+
+Figures: tokens/s, samples/s, MFU (docs/train_step.md has the formula), peak memory
+per rank, loss_initial and loss_final (mean over ranks, after loss_steps optimizer
+steps) for numeric drift against the fp32 / ZeRO-0 trial of the same seed
+(sweeper/analysis/drift.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import resource
+import time
+from typing import Any, Dict, List
+
+import torch
+import torch._dynamo  # noqa: F401  AdamW imports it on first use (~4 s): once here, before ranks fork
+import torch.distributed as dist
+
+from workloads import distributed, parallel
+from workloads.distributed import RankContext
+from workloads.model import ModelShape, flops_per_token, num_params
+
+# Dense bf16 peak per GPU (datasheets; torchtitan's tools/utils.py). Matched by substring of the name.
+PEAK_FLOPS = (("H100", 989e12), ("H200", 989e12), ("A100", 312e12))
+
+
+def run(cfg, probe) -> Dict[str, Any]:
+    train = cfg.train
+    if train.backend == "deepspeed":
+        parallel.require_deepspeed()
+    if needs_process_group(train):
+        per_rank = distributed.run_ranks(cfg, probe, train_rank)
+    else:
+        probe.set_figure("threads_per_rank", torch.get_num_threads())
+        ctx = RankContext(0, 1, torch.device(cfg.workload.device), False)
+        train_rank(cfg, probe, ctx)
+        per_rank = [ctx.figures]
+    return trial_figures(cfg, probe, per_rank)
+
+
+def needs_process_group(train) -> bool:
+    return train.world_size > 1 or train.zero_stage > 0 or train.backend == "deepspeed"
+
+
+# -- one rank -----------------------------------------------------------------------
+def train_rank(cfg, probe, ctx: RankContext) -> None:
+    """Builds, trains and measures on one rank; fills ctx.figures as it goes."""
+    train, device = cfg.train, ctx.device
+    shape = ModelShape(**train.shape())
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    ctx.figures["precision_effective"] = set_matmul_precision(train.precision, device, probe)
+    torch.manual_seed(cfg.workload.seed)                # the same initial weights on every rank
+    batches = make_batches(cfg, shape, ctx)
+    try:
+        engine = parallel.build(train, shape, ctx)
+        ctx.figures.update(engine.notes)
+        times, losses = train_loop(cfg, probe, engine, batches, ctx)
+        ctx.figures.update(step_figures(times[-cfg.workload.steps:], losses, ctx))
+    finally:
+        memory = memory_figures(device)
+        ctx.figures.update(memory)
+        for name, value in memory.items():               # kept even when the step ran out of memory
+            probe.set_figure(name, value)
+        batches.close()
+
+
+def set_matmul_precision(precision: str, device: torch.device, probe) -> str:
+    """TF32 only for precision=tf32; on a CPU it has no effect, so that trial runs as fp32."""
+    if device.type != "cuda":
+        if precision == "tf32":
+            probe.warn("train.precision=tf32 has no effect on a CPU: the trial ran in fp32")
+            return "fp32"
+        return precision
+    tf32 = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    return precision
+
+
+def train_loop(cfg, probe, engine, batches, ctx: RankContext):
+    """Optimizer steps until the probe has its measured steps; returns per-step host times (s)
+    and mean losses. Reading each step's loss is the step's one host sync: the probe times
+    GPU phases with CUDA events and needs none."""
+    train = cfg.train
+    phase_sync = _sync(ctx.device) if train.phase_sync else _noop
+    samples = train.micro_batch * train.accum_steps * ctx.world_size   # the probe's items: sequences, all ranks
+    keep_going = _stepper(cfg, probe, ctx)
+    times: List[float] = []
+    losses: List[float] = []
+    while keep_going(len(times)):
+        start = time.perf_counter()
+        with probe.step(items=samples):
+            loss_sum = torch.zeros((), device=ctx.device)
+            for micro in range(train.accum_steps):
+                x, y = next_micro_batch(probe, batches, phase_sync)
+                with probe.phase("forward"):
+                    loss = engine.forward(x, y)
+                    phase_sync()
+                with probe.phase("backward"):
+                    engine.backward(loss, last=micro == train.accum_steps - 1)
+                    phase_sync()
+                loss_sum += loss.detach()
+            with probe.phase("optimizer"):
+                engine.step()
+                phase_sync()
+            losses.append(loss_sum.item() / train.accum_steps)
+            probe.record(loss=losses[-1])
+        times.append(time.perf_counter() - start)
+    _sync(ctx.device)()
+    _warn_if_unsettled(cfg, probe, ctx)
+    return times, losses
+
+
+def _stepper(cfg, probe, ctx: RankContext):
+    """One rank runs as long as the probe wants (with probe.settle its warm-up ends when step
+    times settle). Several ranks run a fixed warmup_steps + steps: they must agree on the count."""
+    more = getattr(probe, "more", None)
+    if more is not None and ctx.world_size == 1:
+        return lambda done: more(cfg.workload.steps)
+    return lambda done: done < cfg.workload.warmup_steps + cfg.workload.steps
+
+
+def _warn_if_unsettled(cfg, probe, ctx: RankContext) -> None:
+    more = getattr(probe, "more", None)
+    if ctx.world_size > 1 and more is not None and more(cfg.workload.steps):
+        probe.warn(f"a trial of {ctx.world_size} ranks runs exactly workload.warmup_steps + workload.steps "
+                   f"steps, so the probe's settled warm-up left fewer than {cfg.workload.steps} measured steps")
+
+
+def next_micro_batch(probe, batches, phase_sync):
+    with probe.phase("data_wait"):
+        batch = batches.next()
+    if not batches.needs_h2d:
+        return batch
+    with probe.phase("h2d"):
+        batch = batches.to_device(batch)
+        phase_sync()
+    return batch
+
+
+def _sync(device: torch.device):
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else _noop
+
+
+def _noop() -> None:
+    pass
+
+
+# -- batches ------------------------------------------------------------------------
+class SyntheticBatches:
+    """nanoGPT bench.py's synthetic switch: random token batches made once, on the device."""
+    needs_h2d = False
+
+    def __init__(self, train, shape: ModelShape, seed: int, rank: int, device: torch.device):
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + rank)   # each rank its own data
+        pool = torch.randint(0, shape.vocab_size, (train.synthetic_batches, train.micro_batch, shape.seq_len + 1),
+                             generator=generator)
+        self.x = pool[:, :, :-1].contiguous().to(device)
+        self.y = pool[:, :, 1:].contiguous().to(device)
+        self.index = 0
+
+    def next(self):
+        i = self.index % len(self.x)
+        self.index += 1
+        return self.x[i], self.y[i]
+
+    def close(self) -> None:
+        pass
+
+
+class ShardBatches:
+    """Micro-batches from the dataloader workload's shards; each rank reads its own shards."""
+    needs_h2d = True
+
+    def __init__(self, cfg, shape: ModelShape, rank: int, world: int, device: torch.device):
+        from workloads.train_data import rank_loader
+
+        data = dataclasses.replace(cfg.data, batch_size=cfg.train.micro_batch)
+        self.pin = data.pin_memory and device.type == "cuda"
+        self.loader = rank_loader(data, self.pin, rank, world)
+        self.device, self.seq_len = device, shape.seq_len
+        self.it, self.epochs = iter(self.loader), 0
+
+    def next(self) -> torch.Tensor:
+        while True:
+            try:
+                return next(self.it)
+            except StopIteration:          # a new pass over the shards
+                self.epochs += 1
+                if self.epochs > 1000:
+                    raise RuntimeError("the shards hold fewer samples than one micro-batch") from None
+                self.it = iter(self.loader)
+
+    def to_device(self, batch: torch.Tensor):
+        batch = batch[:, : self.seq_len + 1].to(self.device, non_blocking=self.pin).long()
+        return batch[:, :-1], batch[:, 1:]
+
+    def close(self) -> None:
+        self.it = None                     # shuts down the loader's worker processes
+
+
+def make_batches(cfg, shape: ModelShape, ctx: RankContext):
+    if cfg.train.data_source == "shards":
+        return ShardBatches(cfg, shape, ctx.rank, ctx.world_size, ctx.device)
+    return SyntheticBatches(cfg.train, shape, cfg.workload.seed, ctx.rank, ctx.device)
+
+
+# -- figures ------------------------------------------------------------------------
+def memory_figures(device: torch.device) -> Dict[str, float]:
+    """Peak memory of this rank, in GB (1e9 bytes): the CUDA allocator's, or the process's RSS on a CPU."""
+    if device.type == "cuda":
+        return {"peak_memory_allocated_gb": torch.cuda.max_memory_allocated(device) / 1e9,
+                "peak_memory_reserved_gb": torch.cuda.max_memory_reserved(device) / 1e9}
+    return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
+
+
+def step_figures(measured: List[float], losses: List[float], ctx: RankContext) -> Dict[str, Any]:
+    ordered = sorted(measured)
+    out = {"step_p50_s": _median(ordered), "step_mean_s": sum(measured) / len(measured),
+           "steps_measured": len(measured), "steps_run": len(losses),
+           "loss_initial_local": losses[0], "loss_final_local": losses[-1],
+           "threads": torch.get_num_threads()}
+    out["loss_final"] = _mean_over_ranks(losses[-1], ctx)
+    out["loss_initial"] = _mean_over_ranks(losses[0], ctx)
+    return out
+
+
+def _median(ordered: List[float]) -> float:
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def _mean_over_ranks(value: float, ctx: RankContext) -> float:
+    if not ctx.distributed or ctx.world_size == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t)                     # SUM: gloo has no AVG
+    return float(t.item()) / ctx.world_size
+
+
+def peak_flops(train, device_type: str) -> tuple:
+    """(peak FLOP/s per device, where the number came from); (None, None) when unknown."""
+    if train.peak_flops:
+        return train.peak_flops, "train.peak_flops"
+    if device_type != "cuda":
+        return None, None
+    name = torch.cuda.get_device_name()
+    for key, value in PEAK_FLOPS:
+        if key in name:
+            return value, f"datasheet dense bf16 peak of {name}"
+    return None, None
+
+
+def trial_figures(cfg, probe, per_rank: List[Dict[str, Any]]) -> Dict[str, Any]:
+    train, shape = cfg.train, ModelShape(**cfg.train.shape())
+    rank0 = per_rank[0]
+    samples = train.micro_batch * train.accum_steps * train.world_size
+    tokens_per_s = samples * shape.seq_len / rank0["step_mean_s"]
+    peak, source = peak_flops(train, cfg.workload.device)
+    out: Dict[str, Any] = {
+        **dataclasses.asdict(shape), "n_params": num_params(shape, non_embedding=False),
+        "flops_per_token": flops_per_token(shape),
+        "precision": train.precision, "precision_effective": rank0["precision_effective"],
+        "zero_stage": train.zero_stage, "world_size": train.world_size, "backend": train.backend,
+        "compile": train.compile, "activation_checkpointing": train.activation_checkpointing,
+        "data_source": train.data_source, "seed": cfg.workload.seed,
+        "micro_batch": train.micro_batch, "accum_steps": train.accum_steps,
+        "effective_batch": samples, "tokens_per_step": samples * shape.seq_len,
+        "tokens_per_s": tokens_per_s, "samples_per_s": tokens_per_s / shape.seq_len,
+        "peak_flops": peak, "peak_flops_source": source,
+        "mfu": tokens_per_s * flops_per_token(shape) / (peak * train.world_size) if peak else None,
+        "loss_initial": rank0["loss_initial"], "loss_final": rank0["loss_final"],
+        "loss_steps": rank0["steps_run"],
+    }
+    out.update({k: v for k, v in rank0.items() if k in ("fused_adamw_effective", "grad_scaler")})
+    for rank, figures in enumerate(per_rank):
+        out.update({f"rank{rank}_{k}": v for k, v in figures.items() if _per_rank(k)})
+    out.update(_max_over_ranks(per_rank, probe))
+    return out
+
+
+def _per_rank(key: str) -> bool:
+    return key.startswith(("step_", "peak_", "loss_final_local", "threads"))
+
+
+def _max_over_ranks(per_rank: List[Dict[str, Any]], probe) -> Dict[str, float]:
+    out = {}
+    for key in ("peak_memory_allocated_gb", "peak_memory_reserved_gb", "peak_rss_gb", "step_p50_s"):
+        values = [f[key] for f in per_rank if f.get(key) is not None]
+        if values:
+            name = key if key.startswith("peak_") else f"{key}_max_rank"
+            out[name] = max(values)
+            probe.set_figure(name, out[name])
+    return out
