@@ -291,3 +291,52 @@ def test_hierarchical_bootstrap_too_few_repeats():
     ratio, low, high = stats.hierarchical_bootstrap_ci([[1.0, 2.0]], [[2.0, 4.0], [2.0, 4.0]])
     assert ratio == pytest.approx(2.0)
     assert math.isnan(low) and math.isnan(high)
+
+
+# --------------------------------------------------------------------------- one cell, over repeats
+
+
+@pytest.mark.parametrize("name, fn", [("std", lambda x: np.std(x, ddof=1)),
+                                      ("cv", lambda x: np.std(x, ddof=1) / np.mean(x))])
+def test_std_and_cv_statistics(name, fn):
+    low, high = stats.bootstrap_ci(SAMPLES, name, n_resamples=500, seed=3)
+    ref = sps.bootstrap((np.array(SAMPLES),), lambda x, axis: getattr(stats, f"_{name}")(x, axis=axis),
+                        n_resamples=500, method="percentile", rng=np.random.default_rng(3)).confidence_interval
+    assert (low, high) == (ref.low, ref.high)
+    assert low < fn(np.array(SAMPLES)) < high
+
+
+def test_ratio_ci_equals_scipy_for_p95():
+    a, b = _lognormal(1, 40, cv=0.1), _lognormal(2, 50, cv=0.1) * 1.3
+    ratio, low, high = stats.ratio_ci(a, b, "p95", n_resamples=1000, seed=5)
+    assert ratio == pytest.approx(np.percentile(b, 95) / np.percentile(a, 95))
+    ref = sps.bootstrap((a, b), lambda x, y, axis: np.percentile(y, 95, axis=axis) / np.percentile(x, 95, axis=axis),
+                        n_resamples=1000, method="percentile", rng=np.random.default_rng(5)).confidence_interval
+    assert (low, high) == (ref.low, ref.high)
+    assert stats.ratio_ci(a, b, "p50", n_resamples=1000, seed=5) == \
+        stats.ratio_of_medians_ci(a, b, n_resamples=1000, seed=5)
+    assert all(math.isnan(v) for v in stats.ratio_ci([1.0], [2.0])[1:])
+
+
+def test_hierarchical_ci_keeps_the_process_spread():
+    steps = _simulate_steps(np.random.default_rng(11), (6,))      # 6 repeats x 100 steps
+    point, low, high = stats.hierarchical_ci(list(steps), "p50", n_resamples=1000, seed=2)
+    assert point == pytest.approx(np.percentile(steps.ravel(), 50))
+    assert low < point < high
+    flat_low, flat_high = stats.bootstrap_ci(steps.ravel(), "p50", n_resamples=1000, seed=2)
+    assert (flat_high - flat_low) < (high - low) / 2       # steps alone hide the 7% process spread
+    # repeats of unequal length take the one-at-a-time path and agree closely
+    uneven = [r[: 90 + i] for i, r in enumerate(steps)]
+    _, u_low, u_high = stats.hierarchical_ci(uneven, "p50", n_resamples=1000, seed=2)
+    assert u_low == pytest.approx(low, rel=0.03) and u_high == pytest.approx(high, rel=0.03)
+    assert all(math.isnan(v) for v in stats.hierarchical_ci([steps[0]], "p50")[1:])
+    assert all(math.isnan(v) for v in stats.hierarchical_ci([[], [math.nan]]))
+
+
+def test_hierarchical_throughput_ci():
+    steps = _simulate_steps(np.random.default_rng(12), (5,))
+    point, low, high = stats.hierarchical_throughput_ci(list(steps), [32] * 5, n_resamples=1000, seed=0)
+    assert point == pytest.approx(32 * steps.size / steps.sum())
+    assert low < point < high
+    one = stats.hierarchical_throughput_ci([steps[0]], [32])
+    assert one[0] == pytest.approx(32 * 100 / steps[0].sum()) and math.isnan(one[1])

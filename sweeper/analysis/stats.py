@@ -89,7 +89,15 @@ def _mean(x, axis=-1):
     return np.mean(x, axis=axis)
 
 
-_STATISTICS = {"p50": _p50, "p95": _p95, "mean": _mean}
+def _std(x, axis=-1):
+    return np.std(x, axis=axis, ddof=1)
+
+
+def _cv(x, axis=-1):
+    return np.std(x, axis=axis, ddof=1) / np.mean(x, axis=axis)
+
+
+_STATISTICS = {"p50": _p50, "p95": _p95, "mean": _mean, "std": _std, "cv": _cv}
 
 
 def _statistic(statistic: Statistic) -> Callable:
@@ -165,6 +173,108 @@ def ratio_of_medians_ci(a: Sequence[float], b: Sequence[float], confidence: floa
                           confidence_level=confidence, method="percentile",
                           rng=np.random.default_rng(seed))
     return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _ratio_of(fn):
+    def ratio(a, b, axis=-1):
+        return fn(b, axis=axis) / fn(a, axis=axis)
+    return ratio
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Statistic = "p50",
+             confidence: float = 0.95, n_resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """statistic(b) / statistic(a) with a percentile bootstrap interval, each group on its own.
+
+    Over the steps of single processes this interval ignores the process-to-process
+    spread (see the module docstring): it is a weaker check than `compare_cells`.
+    """
+    a, b = _clean(a), _clean(b)
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan, math.nan
+    ratio_fn = _ratio_of(_statistic(statistic))
+    ratio = float(ratio_fn(a, b))
+    if a.size < 2 or b.size < 2:
+        return ratio, math.nan, math.nan
+    res = stats.bootstrap((a, b), ratio_fn, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", rng=np.random.default_rng(seed))
+    return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+# Values drawn per chunk of resamples: keeps a vectorised two-level bootstrap under ~100 MB.
+_CHUNK_VALUES = 4_000_000
+
+
+def _hierarchical_indices(rng: np.random.Generator, sizes: Sequence[int], n_resamples: int):
+    """Chunks of (resamples, values) indices into the concatenated repeats: each row draws
+    repeats with replacement, then steps with replacement within each drawn repeat."""
+    sizes = np.asarray(sizes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    r = sizes.size
+    if np.all(sizes == sizes[0]):
+        n = int(sizes[0])
+        chunk = max(1, _CHUNK_VALUES // (r * n))
+        for done in range(0, n_resamples, chunk):
+            k = min(chunk, n_resamples - done)
+            picked = rng.integers(r, size=(k, r, 1))
+            yield (starts[picked] + rng.integers(n, size=(k, r, n))).reshape(k, r * n)
+        return
+    for _ in range(n_resamples):   # unequal repeats: one resample at a time
+        picked = rng.integers(r, size=r)
+        yield np.concatenate([starts[i] + rng.integers(sizes[i], size=sizes[i]) for i in picked])[None, :]
+
+
+def _percentile_interval(values: Sequence[float], confidence: float) -> tuple[float, float]:
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.nanpercentile(np.asarray(values, dtype=float), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def hierarchical_ci(repeats: Sequence[Sequence[float]], statistic: Statistic = "p50",
+                    confidence: float = 0.95, n_resamples: int = 2000,
+                    seed: int = 0) -> tuple[float, float, float]:
+    """A statistic of one cell's pooled steps, with a two-level bootstrap interval.
+
+    (point, low, high); the bounds are nan below 2 repeats, where only a bootstrap over
+    steps is possible and it would hide the between-process spread.
+    """
+    fn = _statistic(statistic)
+    parts = [x for x in map(_clean, repeats) if x.size]
+    if not parts:
+        return math.nan, math.nan, math.nan
+    pooled = np.concatenate(parts)
+    point = float(fn(pooled))
+    if len(parts) < 2:
+        return point, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    draws = np.concatenate([fn(pooled[idx], axis=-1)
+                            for idx in _hierarchical_indices(rng, [p.size for p in parts], n_resamples)])
+    return (point, *_percentile_interval(draws, confidence))
+
+
+def hierarchical_throughput_ci(repeat_seconds: Sequence[Sequence[float]],
+                               repeat_items: Sequence[Sequence[float]], confidence: float = 0.95,
+                               n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Items/s (total items / total time) over repeats of (seconds, items) steps, with a
+    two-level bootstrap interval; nan bounds below 2 repeats (use `throughput_ci` there)."""
+    pairs = []
+    for seconds, items in zip(repeat_seconds, repeat_items):
+        s = np.asarray(seconds, dtype=float).ravel()
+        i = np.broadcast_to(np.asarray(items, dtype=float), s.shape)
+        keep = ~(np.isnan(s) | np.isnan(i))
+        if keep.any():
+            pairs.append((s[keep], i[keep]))
+    if not pairs:
+        return math.nan, math.nan, math.nan
+    seconds = np.concatenate([p[0] for p in pairs])
+    items = np.concatenate([p[1] for p in pairs])
+    point = float(items.sum() / seconds.sum())
+    if len(pairs) < 2:
+        return point, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    draws = np.concatenate([items[idx].sum(axis=-1) / seconds[idx].sum(axis=-1)
+                            for idx in _hierarchical_indices(rng, [p[0].size for p in pairs], n_resamples)])
+    return (point, *_percentile_interval(draws, confidence))
 
 
 def _resample_repeats(rng: np.random.Generator, repeats: list[np.ndarray]) -> np.ndarray:

@@ -33,3 +33,15 @@ def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
 def on_sweep_end(run: Path, records: List[Dict[str, Any]], root: Dict[str, Any]) -> None:
     for hook in SWEEP_HOOKS:
         _guarded(hook, run, records, root)
+
+
+def _register_builtin() -> None:
+    """The report first: the W&B summary run carries its figures. Both import their heavy
+    parts (matplotlib, wandb) only when they run."""
+    from sweeper.sinks import report_sink, wandb_sink
+
+    TRIAL_HOOKS.append(wandb_sink.on_trial)
+    SWEEP_HOOKS.extend([report_sink.on_sweep_end, wandb_sink.on_sweep_end])
+
+
+_register_builtin()

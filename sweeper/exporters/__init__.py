@@ -1,0 +1,1 @@
+"""Exporters that serve a run's results to other systems (Prometheus)."""

@@ -1,0 +1,97 @@
+"""Memory readings: the trial process and its DataLoader workers apart, pinned and CUDA memory.
+
+Host memory is USS (pages only this process holds) and PSS (shared pages split
+among their users) from /proc/<pid>/smaps_rollup via psutil. Reading it walks the
+process's page tables: 3-15 ms per process that has imported torch (2-core VM),
+so the probe asks for it every `probe.memory_every` steps and the sampler's
+memory thread reads it, using at most 2% of one core. Children of the trial
+process are its DataLoader workers; helpers the probe starts itself (py-spy)
+and processes named with `Probe.exclude_process` (other ranks) are left out.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, Optional, Set
+
+MB = 1e6
+
+
+def _process_memory(proc) -> Optional[Dict[str, float]]:
+    import psutil
+
+    try:
+        info = proc.memory_full_info()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None    # a worker that exited between listing and reading
+    return {"rss": info.rss / MB, "uss": info.uss / MB, "pss": getattr(info, "pss", float("nan")) / MB}
+
+
+class TreeMemory:
+    """Callable: one reading of the trial process and of its children, in MB."""
+
+    def __init__(self, pid: Optional[int] = None):
+        import psutil
+
+        self.process = psutil.Process(pid or os.getpid())
+        self.exclude_pids: Set[int] = set()
+
+    def __call__(self) -> Dict[str, float]:
+        import psutil
+
+        out: Dict[str, float] = {}
+        main = _process_memory(self.process) or {}
+        out.update({f"mem_main_{k}_mb": v for k, v in main.items()})
+        try:
+            children = self.process.children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        workers = [_process_memory(c) for c in children if c.pid not in self.exclude_pids]
+        if all(w is not None and w["rss"] > 0 for w in workers):
+            out["mem_workers_n"] = len(workers)
+            for key in ("rss", "uss", "pss"):
+                out[f"mem_workers_{key}_mb"] = sum(w[key] for w in workers)
+        # else a worker exited while being read (the loader shutting down or restarting its
+        # workers): a partial sum would look like a drop, so the workers' part is left out
+        out.update(pinned_memory())
+        return out
+
+
+def pinned_memory() -> Dict[str, float]:
+    """Pinned host memory of torch's caching host allocator, once CUDA is in use.
+
+    active: pinned blocks handed out and not yet reusable (batches in flight to
+    the GPU); pool: all pinned blocks the allocator holds, cached ones included.
+    """
+    torch = sys.modules.get("torch")    # never import torch, nor start CUDA, just to read this
+    if torch is None or not torch.cuda.is_initialized() or not hasattr(torch.cuda, "host_memory_stats"):
+        return {}
+    stats = torch.cuda.host_memory_stats()
+    return {"mem_pinned_active_mb": stats.get("active_bytes.current", float("nan")) / MB,
+            "mem_pinned_pool_mb": stats.get("allocated_bytes.current", float("nan")) / MB}
+
+
+class CudaMemory:
+    """Per step: the peak of allocated and reserved CUDA memory, then resets the peaks.
+
+    Reads the caching allocator's counters on the host: no synchronize.
+    """
+
+    def __init__(self, device: Any = None):
+        import torch
+
+        self._torch = torch
+        self._device = torch.device(device or "cuda")
+        torch.cuda.init()        # the allocator's counters exist once CUDA is initialised
+        torch.cuda.reset_peak_memory_stats(self._device)
+
+    def __call__(self) -> Dict[str, float]:
+        stats = self._torch.cuda.memory_stats_as_nested_dict(self._device)
+        self._torch.cuda.reset_peak_memory_stats(self._device)
+        return {"gpu_mem_peak_allocated_mb": _peak(stats, "allocated_bytes") / MB,
+                "gpu_mem_peak_reserved_mb": _peak(stats, "reserved_bytes") / MB}
+
+
+def _peak(stats: Dict[str, Any], name: str) -> float:
+    """{} until CUDA is initialised: NaN then, not a KeyError."""
+    return float(stats.get(name, {}).get("all", {}).get("peak", float("nan")))

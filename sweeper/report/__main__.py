@@ -1,0 +1,38 @@
+"""`python -m sweeper.report RUN_DIR [--metric p50|p95] [--baseline "key=value ..."]`."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__)
+    parser.add_argument("run_dir")
+    parser.add_argument("--metric", choices=("p50", "p95"))
+    parser.add_argument("--baseline", help='the baseline grid point, e.g. "data.num_workers=0"')
+    args = parser.parse_args(argv)
+    from sweeper.errors import SweeperError
+    from sweeper.report import run_analysis_config, write_report
+
+    run = Path(args.run_dir)
+    if not (run / "summary.parquet").exists():
+        print(f"error: {run} is not a run folder (no summary.parquet)", file=sys.stderr)
+        return 2
+    try:
+        cfg = run_analysis_config(run)
+        changes = {k: v for k, v in (("metric", args.metric), ("baseline", args.baseline)) if v}
+        cfg = dataclasses.replace(cfg, **changes)
+        cfg.check()
+        html_path, md_path = write_report(run, cfg)
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(md_path.read_text())
+    print(f"report: {html_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

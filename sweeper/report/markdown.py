@@ -1,0 +1,35 @@
+"""report.md: the report's tables and findings as GitHub-flavoured markdown (terminals, PRs)."""
+from __future__ import annotations
+
+from typing import List
+
+from sweeper.report.tables import Table
+
+
+def table(t: Table) -> List[str]:
+    header, rows = t
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return [line(header), "|" + "|".join("---" for _ in header) + "|"] + [line(r) for r in rows]
+
+
+def render(report) -> str:
+    lines = [f"# Sweep report: {report.title}", ""]
+    lines += [f"- {fact}" for fact in report.facts] + [""]
+    lines += ["## Verdicts against the baseline", ""] + table(report.verdicts) + ["", report.noise_floor, ""]
+    lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
+    if report.notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
+    lines += ["## Cell statistics", "", "Intervals are 95% bootstrap intervals: over repeats, then steps "
+              "(`CI over` = repeats), or over one process's steps only (`steps`), which is too narrow to "
+              "compare cells with.", ""] + table(report.statistics) + [""]
+    lines += ["## Figures", ""]
+    for figure in report.figures:
+        if figure.png is None:
+            lines.append(f"- {figure.title}: skipped, {figure.note}")
+        else:
+            lines.append(f"![{figure.title}]({figure.file})")
+    lines.append("")
+    if report.failures[1]:
+        lines += ["## Trials that did not finish", ""] + table(report.failures) + [""]
+    return "\n".join(lines)

@@ -1,0 +1,282 @@
+"""sweeper.analysis.cells and .recommend: synthetic frames with known answers, then a real run."""
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.analysis import cells, recommend, stats
+from sweeper.results import load
+from sweeper.schema import AnalysisConfig, ConstraintsConfig
+
+DATA = Path(__file__).parent / "data"
+
+
+def _summary(cell_values, axis="data.num_workers", baseline="c0", extra=None):
+    """A summary frame: {cell_id: [per-repeat p50]}; p95 = 2 x p50; the axis value is the cell's index."""
+    rows = []
+    for index, (cell_id, values) in enumerate(cell_values.items()):
+        for repeat, value in enumerate(values):
+            ok = value is not None
+            rows.append({"trial_id": f"{cell_id}-{repeat}", "cell_id": cell_id, "repeat": repeat,
+                         "is_baseline": cell_id == baseline, "status": "ok" if ok else "failed", axis: index,
+                         "step_p50_s": value, "step_p95_s": 2 * value if ok else None,
+                         "step_mean_s": value, "items_per_s": 32 / value if ok else None, "num_cpus": index + 1.0,
+                         "started_at": 1000.0 + repeat, **(extra or {}).get(cell_id, {})})
+    return pd.DataFrame(rows)
+
+
+def _around(center, n, spread=0.01, seed=0):
+    return list(center * (1 + spread * np.random.default_rng(seed).standard_normal(n)))
+
+
+EMPTY = pd.DataFrame()
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_verdicts_faster_slower_same_and_failed():
+    summary = _summary({"c0": _around(0.010, 16), "c1": _around(0.020, 8, seed=1),
+                        "c2": _around(0.007, 8, seed=2), "c3": _around(0.010, 8, seed=3), "c4": [None, None]})
+    a = cells.analyze(summary, EMPTY)
+    v = a.verdicts.set_index("cell_id")
+    assert a.baseline_id == "c0" and list(a.verdicts["cell_id"])[0] == "c0"
+    assert v.loc["c0", "verdict"] == "baseline"
+    assert v.loc["c1", "verdict"] == "slower" and v.loc["c1", "p50_ratio"] == pytest.approx(2.0, rel=0.02)
+    assert v.loc["c2", "verdict"] == "faster" and v.loc["c2", "p50_delta"] == -1.0
+    assert v.loc["c1", "p50_delta"] == 1.0      # positive: the cell tends to be slower
+    assert v.loc["c3", "verdict"] == "no detectable change"
+    assert v.loc["c4", "verdict"] == "failed" and list(a.verdicts["cell_id"])[-1] == "c4"
+    # Holm across the family: the adjusted p is never below the raw one
+    assert (v["p50_p_adj"].dropna() >= v["p50_p"].dropna()).all()
+    # rows after the baseline: fastest first
+    assert list(a.verdicts["cell_id"][1:4]) == ["c2", "c3", "c1"]
+
+
+def test_verdict_uses_the_chosen_metric():
+    # p95 differs (x 1.5), p50 does not
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010, 10, seed=1)})
+    summary.loc[summary["cell_id"] == "c1", "step_p95_s"] *= 1.5
+    assert cells.analyze(summary, EMPTY).verdicts.set_index("cell_id").loc["c1", "verdict"] == "no detectable change"
+    a95 = cells.analyze(summary, EMPTY, AnalysisConfig(metric="p95"))
+    assert a95.verdicts.set_index("cell_id").loc["c1", "verdict"] == "slower"
+
+
+def test_single_repeats_are_too_few_and_say_so():
+    a = cells.analyze(_summary({"c0": [0.01], "c1": [0.02]}), EMPTY)
+    assert a.verdicts.set_index("cell_id").loc["c1", "verdict"] == stats.TOO_FEW
+    assert any("one repeat per cell" in n for n in a.notes)
+    assert a.noise_floor is None
+
+
+def test_holm_family_too_large_for_the_repeats_is_too_few():
+    # 3 vs 6 repeats: the smallest p is 2/84 = 0.024 < 0.05, but x 3 comparisons it cannot pass
+    values = {"c0": _around(0.01, 6), "c1": _around(0.02, 3, seed=1), "c2": _around(0.02, 3, seed=2),
+              "c3": _around(0.02, 3, seed=3)}
+    a = cells.analyze(_summary(values), EMPTY)
+    assert set(a.verdicts["verdict"][1:]) == {stats.TOO_FEW}
+    assert any("Holm" in n for n in a.notes)
+    # the same data, one comparison: now detectable
+    two = cells.analyze(_summary({"c0": values["c0"], "c1": values["c1"]}), EMPTY)
+    assert two.verdicts.set_index("cell_id").loc["c1", "verdict"] == "slower"
+
+
+def test_noise_floor_splits_the_baseline_in_run_order():
+    # The machine drifts: the first five baseline runs are fast, the last five slow.
+    # Interleaved halves of the run order each get both; halves by repeat index would not.
+    values = [0.010 if r % 2 == 0 else 0.020 for r in range(10)]
+    summary = _summary({"c0": [v * (1 + 0.001 * r) for r, v in enumerate(values)], "c1": _around(0.01, 5)})
+    position = [r // 2 if r % 2 == 0 else 5 + r // 2 for r in range(10)]   # even repeats ran first
+    summary.loc[summary["cell_id"] == "c0", "started_at"] = [1000.0 + p for p in position]
+    floor = cells.analyze(summary, EMPTY).noise_floor
+    assert (floor.n_a, floor.n_b) == (5, 5)
+    assert floor.verdict == "no detectable change"
+    by_repeat = cells.analyze(summary.assign(started_at=None), EMPTY).noise_floor   # no start times
+    assert by_repeat.verdict == "slower"
+
+
+def test_baseline_from_the_config_overrides_the_plan():
+    summary = _summary({"c0": _around(0.01, 6), "c1": _around(0.02, 6, seed=1)})
+    a = cells.analyze(summary, EMPTY, AnalysisConfig(baseline="num_workers=1"))   # short key
+    assert a.baseline_id == "c1"
+    assert a.verdicts.set_index("cell_id").loc["c0", "verdict"] == "faster"
+    assert cells.analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=1")).baseline_id == "c1"
+    missing = cells.analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=7"))
+    assert missing.baseline_id is None and "matches no cell" in missing.notes[0]
+
+
+def test_unmarked_run_uses_the_first_cell_and_says_so():
+    summary = _summary({"c0": [0.01], "c1": [0.02]}).assign(is_baseline=False)
+    a = cells.analyze(summary, EMPTY)
+    assert a.baseline_id == "c0" and "first cell" in a.notes[0]
+
+
+def test_records_older_than_repeats_get_cell_ids():
+    frame = pd.DataFrame([{"trial_id": "abc", "status": "ok"}, {"trial_id": "def-1", "status": "ok"}])
+    out = cells.normalise(frame)
+    assert list(out["cell_id"]) == ["abc", "def"] and list(out["repeat"]) == [0, 0]
+    assert not out["is_baseline"].any()
+
+
+# --------------------------------------------------------------------------- cell statistics
+
+
+def _steps(trial_ids, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    frames = [pd.DataFrame({"trial_id": t, "step": range(n + 2), "warmup": [True, True] + [False] * n,
+                            "items": 32, "step_s": np.r_[[1.0, 1.0], 0.01 * np.exp(rng.normal(0, 0.1, n))],
+                            "phase_data_wait_s": 0.005}) for t in trial_ids]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_cell_table_from_steps_leaves_out_warmup():
+    summary = _summary({"c0": [0.01, 0.01, 0.01], "c1": [0.01]})
+    steps = _steps(summary["trial_id"])
+    table = cells.cell_table(summary, steps, n_resamples=200).set_index("cell_id")
+    c0, c1 = table.loc["c0"], table.loc["c1"]
+    assert c0["steps"] == 120 and c1["steps"] == 40                        # warm-up (1 s steps) left out
+    assert c0["ci_over"] == "repeats" and c1["ci_over"] == "steps"
+    for name in cells.CELL_STATISTICS + ("items_per_s",):
+        assert c0[f"{name}_low"] <= c0[name] <= c0[f"{name}_high"], name
+    pooled = steps[(~steps["warmup"]) & steps["trial_id"].str.startswith("c0")]["step_s"]
+    assert c0["p50"] == pytest.approx(np.percentile(pooled, 50))
+    assert c0["items_per_s"] == pytest.approx(32 * 120 / pooled.sum())
+    assert c0["cv"] == pytest.approx(pooled.std(ddof=1) / pooled.mean())
+    assert c0["num_cpus"] == 1.0 and c1["num_cpus"] == 2.0
+
+
+def test_repeat_table_prefers_steps_over_the_summary():
+    summary = _summary({"c0": [0.5, 0.5]})
+    table = cells.repeat_table(summary, _steps(["c0-0"]))
+    assert table.loc[0, "p50"] == pytest.approx(0.01, rel=0.1)             # from its steps
+    assert table.loc[1, "p50"] == 0.5                                      # no steps: from the summary
+
+
+def test_trial_memory_sources():
+    steps = pd.DataFrame({"mem_main_pss_mb": [100.0, np.nan, 300.0], "mem_workers_pss_mb": [50.0, np.nan, np.nan],
+                          "gpu_mem_peak_reserved_mb": [1000.0, 2000.0, np.nan]})
+    got = cells.trial_memory(pd.Series({}, dtype=object), steps)
+    assert got == {"gpu_mem_gb": 2.0, "host_mem_gb": 0.3}                  # max of the per-step sums
+    maxima = pd.Series({"mem_main_pss_mb_max": 100.0, "mem_workers_pss_mb_max": 60.0})
+    assert cells.trial_memory(maxima, None)["host_mem_gb"] == pytest.approx(0.16)
+    assert cells.trial_memory(pd.Series({"peak_gpu_mem_gb": 7.5}), None)["gpu_mem_gb"] == 7.5
+    assert all(math.isnan(v) for v in cells.trial_memory(pd.Series({}, dtype=object), None).values())
+
+
+# --------------------------------------------------------------------------- recommendation
+
+
+def test_recommends_the_largest_significant_gain():
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.008, 6, seed=1), "c2": _around(0.005, 6, seed=2)})
+    rec = recommend.recommend(cells.analyze(summary, EMPTY))
+    assert rec.cell_id == "c2" and rec.verdict == "faster" and not rec.is_baseline
+    assert rec.gain == pytest.approx(1.0, rel=0.05)                          # 2x faster: +100%
+    assert rec.gain_low <= rec.gain <= rec.gain_high
+    text = "\n".join(recommend.format_recommendation(rec))
+    assert "recommended: num_workers=2" in text and "faster than the baseline" in text
+
+
+def test_constraints_exclude_and_unrecorded_ones_are_ignored():
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.008, 6, seed=1), "c2": _around(0.005, 6, seed=2)})
+    cfg = AnalysisConfig(constraints=ConstraintsConfig(max_cpus=2, max_gpu_mem_gb=10))
+    rec = recommend.recommend(cells.analyze(summary, EMPTY, cfg), cfg)
+    assert rec.cell_id == "c1"                                               # c2 asks for 3 CPUs
+    assert rec.applied == ["max_cpus=2 CPUs"] and rec.excluded == ["num_workers=2"]
+    assert "no gpu_mem_gb" in rec.ignored[0] and "ignored" in rec.ignored[0]
+
+
+def test_memory_constraint_uses_recorded_peaks():
+    extra = {"c0": {"peak_gpu_mem_gb": 4.0}, "c1": {"peak_gpu_mem_gb": 30.0}, "c2": {"peak_gpu_mem_gb": 8.0}}
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.005, 6, seed=1), "c2": _around(0.008, 6, seed=2)},
+                       extra=extra)
+    cfg = AnalysisConfig(constraints=ConstraintsConfig(max_gpu_mem_gb=16))
+    rec = recommend.recommend(cells.analyze(summary, EMPTY, cfg), cfg)
+    assert rec.cell_id == "c2" and rec.applied == ["max_gpu_mem_gb=16 GB"] and not rec.ignored
+
+
+def test_nothing_detectably_faster_keeps_the_baseline():
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.0099, 6, seed=1)})
+    rec = recommend.recommend(cells.analyze(summary, EMPTY))
+    assert rec.is_baseline and rec.cell_id == "c0"
+    lines = recommend.format_recommendation(rec)
+    assert any("keep the baseline" in line for line in lines)
+    assert any(line.startswith("best point estimate: num_workers=1") for line in lines)
+
+
+def test_per_item_objective_when_batch_size_is_swept():
+    # same step time, twice the items per step: the step-time verdict sees no change,
+    # the recommendation ranks by time per item
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010, 6, seed=1)}, axis="data.batch_size")
+    summary.loc[summary["cell_id"] == "c1", "items_per_s"] *= 2
+    a = cells.analyze(summary, EMPTY)
+    summary_mean = a.repeats.assign(mean=summary["step_mean_s"].to_numpy())
+    a.repeats = summary_mean
+    rec = recommend.recommend(a)
+    assert rec.objective == recommend.PER_ITEM and rec.cell_id == "c1"
+    assert rec.gain == pytest.approx(1.0, rel=0.05)
+
+
+# --------------------------------------------------------------------------- real result folders
+
+
+def test_results_load_real_run():
+    summary, steps = load(DATA / "sleepy-a")
+    assert len(summary) == 15 and summary["status"].eq("ok").all()
+    assert {"cell_id", "repeat", "is_baseline", "data.batch_size", "step_p50_s"} <= set(summary.columns)
+    assert set(steps["trial_id"]) == set(summary["trial_id"])
+    assert steps.groupby("trial_id").size().eq(23).all()                   # 3 warm-up + 20 measured
+    assert summary.groupby("cell_id").size().sort_values().tolist() == [5, 10]   # baseline twice as often
+
+
+def test_analysis_of_a_real_dataloader_run():
+    data = cells.load_run(DATA / "dataloader-r5")
+    a = cells.analyze(data.summary, data.steps)
+    v = a.verdicts.set_index("cell")
+    assert v.loc["num_workers=0 pin_memory=False", "verdict"] == "baseline"
+    assert v.loc["num_workers=0 pin_memory=False", "repeats"] == 10
+    # one worker process on 2 cores is slower than loading in the main process
+    assert v.loc["num_workers=1 pin_memory=False", "verdict"] == "slower"
+    # pin_memory has no effect without CUDA: no verdict may claim one
+    assert v.loc["num_workers=0 pin_memory=True", "verdict"] == "no detectable change"
+    assert a.noise_floor.verdict == "no detectable change"
+    assert (a.cells["host_mem_gb"] > 0.05).all()                            # the probe's PSS readings
+    # per-repeat p50 from the steps equals the trial's own summary figure
+    merged = a.repeats.merge(data.summary[["trial_id", "step_p50_s"]], on="trial_id")
+    assert np.allclose(merged["p50"], merged["step_p50_s"])
+
+
+# --------------------------------------------------------------------------- the config sections
+
+
+@pytest.mark.parametrize("section, values, key", [
+    ("analysis", {"metric": "p99"}, "analysis.metric"),
+    ("analysis", {"alpha": 1.5}, "analysis.alpha"),
+    ("analysis", {"min_effect": -0.1}, "analysis.min_effect"),
+    ("analysis", {"baseline": "num_workers"}, "analysis.baseline"),
+    ("analysis", {"heatmap": ["data.num_workers"]}, "analysis.heatmap"),
+    ("analysis", {"constraints": {"max_cpus": 0}}, "analysis.constraints.max_cpus"),
+    ("analysis", {"constraints": {"max_gpu_memory": 8}}, "analysis.constraints.max_gpu_memory"),
+    ("wandb", {"mode": "cloud"}, "wandb.mode"),
+    ("wandb", {"api_key": "x"}, "wandb.api_key"),
+    ("report", {"html": True}, "report.html"),
+])
+def test_root_sections_are_checked_with_their_dotted_key(section, values, key):
+    from sweeper.errors import ConfigError
+    from sweeper.schema import root_config_from_dict
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        root_config_from_dict({section: values})
+
+
+def test_root_sections_defaults_and_values():
+    from sweeper.schema import root_config_from_dict
+
+    root = root_config_from_dict({"analysis": {"baseline": "data.num_workers=0", "metric": "p95",
+                                               "constraints": {"max_host_mem_gb": 8}},
+                                  "wandb": {"mode": "online"}})
+    assert root.analysis.metric == "p95" and root.analysis.constraints.max_host_mem_gb == 8
+    assert root.wandb.mode == "online" and root.wandb.enabled and root.report.enabled
+    default = root_config_from_dict({})
+    assert (default.analysis.alpha, default.analysis.min_effect, default.wandb.mode) == (0.05, 0.05, "offline")
