@@ -41,8 +41,8 @@ TRIALS = 24
 SLEEP_S = 1.0                       # the "fixed length" workload; "trivial" sleeps 0
 SUMMARY_SIZES = (24, 200)           # trial counts at which the summary rewrite is measured
 WORKLOAD = "tests.workloads_for_tests:quick"
-SWEEPER_COMMON = [f"workload.target={WORKLOAD}", "workload.steps=1", "workload.warmup_steps=0",
-                  "resources.cpus=1", "wandb.enabled=false", "report.enabled=false"]
+SWEEPER_COMMON = [f"workload.target={WORKLOAD}", "workload.steps=1", "workload.warmup_steps=0", "resources.cpus=1"]
+NO_SINKS = ["wandb.enabled=false", "report.enabled=false"]   # W&B and report.html: measured apart
 CPUS = os.cpu_count() or 1
 
 
@@ -82,10 +82,13 @@ def _baseline(kind: str) -> Callable[[Path, int, float], List[str]]:
 
 RUNNERS: Dict[str, Runner] = {r.name: r for r in (
     Runner("sweeper-pack", "sweeper, Ray, isolation=pack, 1 CPU/trial", CPUS, True,
+           _sweeper("resources.isolation=pack", *NO_SINKS), True),
+    Runner("sweeper-sinks", "same, W&B (offline) and report.html on, as by default", CPUS, True,
            _sweeper("resources.isolation=pack"), True),
-    Runner("sweeper-node", "sweeper, Ray, isolation=node", 1, True, _sweeper("resources.isolation=node"), True),
+    Runner("sweeper-node", "sweeper, Ray, isolation=node", 1, True,
+           _sweeper("resources.isolation=node", *NO_SINKS), True),
     Runner("sweeper-basic", "sweeper, hydra/launcher=basic (zygote, no Ray)", 1, True,
-           _sweeper("hydra/launcher=basic", "resources.isolation=pack"), True),
+           _sweeper("hydra/launcher=basic", "resources.isolation=pack", *NO_SINKS), True),
     Runner("hydra-plain", "plain Hydra app, BasicLauncher, in-process", 1, False, _plain_hydra, False),
     Runner("tune", "Ray Tune Tuner + grid_search, 1 CPU/trial", CPUS, True, _baseline("tune"), False),
     Runner("ray-tasks", "plain Ray tasks, 1 CPU, reused workers", CPUS, False, _baseline("ray-tasks"), False),
@@ -244,7 +247,8 @@ def runs_table(results: List[Measurement], workload: str) -> str:
 
 
 def components_table(zygote: Dict[str, float], writes: Dict[str, float], sizes: Sequence[int]) -> str:
-    rows = [["zygote start (one per Ray worker: Python, torch and friends imported)", zygote["zygote_start_s"] * 1e3],
+    rows = [["zygote start and its first trial (once per Ray worker: a fresh Python imports torch)",
+             zygote["zygote_start_s"] * 1e3],
             ["one trivial trial through a warm zygote, total", zygote["total_ms"]],
             ["  launch: spec to disk, fork, until the child's started_at", zygote["launch_ms"]],
             ["  run: setup, fingerprint, probe, workload (started_at -> ended_at)", zygote["run_ms"]],

@@ -9,7 +9,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
-    """`python -m sweeper ARGS` as a user runs it, with results and shard cache under tmp_path."""
+    """`python -m sweeper ARGS` as a user runs it, with results and shard cache under tmp_path.
+    W&B is off unless ARGS turn it on: its own tests check it, and it costs each trial ~0.3 s."""
+    if not any(a.startswith("wandb.enabled=") for a in args):
+        args = [*args, "wandb.enabled=false"]
     env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
            "WANDB_MODE": "offline", **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])

@@ -114,7 +114,8 @@ def test_report_cli_bad_input(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_writes_its_report_and_wandb_runs(sweeper_cli, tmp_path):
     result = sweeper_cli(["workload.target=tests.workloads_for_tests:sleepy", "+workload.params.sleep_s=0.001",
-                          "data.batch_size=8,16", "workload.steps=10", "workload.warmup_steps=2", "repeats=2"])
+                          "data.batch_size=8,16", "workload.steps=10", "workload.warmup_steps=2", "repeats=2",
+                          "wandb.enabled=true"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = next((tmp_path / "results" / "single").iterdir())
     assert (run / "report.html").exists() and (run / "report.md").exists()
