@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 
 # Imported once here so each trial's fork starts warm; none of them initialises CUDA.
-PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "webdataset", "sweeper.trial", "workloads.dataloader",
-           "workloads.train_step")
+PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "webdataset", "sweeper.trial",
+           "sweeper.fingerprint", "sweeper.measure.build", "workloads.dataloader", "workloads.train_step")
 
 
 def die_with_parent() -> None:
@@ -70,6 +70,12 @@ def _preload() -> None:
             importlib.import_module(name)
         except Exception as exc:   # a trial that needs it will fail with the real error
             print(f"zygote: could not preload {name}: {exc}", file=sys.stderr)
+    try:   # cached here so every child skips the `git rev-parse` (no CUDA is touched)
+        from sweeper.fingerprint import git_commit
+
+        git_commit()
+    except Exception:
+        pass
 
 
 def main() -> None:
