@@ -112,13 +112,9 @@ def median(values: Sequence[float]) -> float:
 
 # -- the machine and the table ------------------------------------------------------
 def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from sweeper.fingerprint import cpu_model
+
+    return cpu_model()
 
 
 def _memory_gib() -> float:

@@ -24,7 +24,7 @@ _PACKAGES = ("torch", "webdataset", "numpy", "pandas", "pyarrow", "psutil", "pil
              "accelerate", "flash-attn")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -127,7 +127,7 @@ def fingerprint() -> Dict[str, Any]:
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_usable": _usable_cpus(),
         "platform": platform.platform(),

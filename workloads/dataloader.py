@@ -38,9 +38,9 @@ def _decode(sample: Dict[str, Any]) -> torch.Tensor:
     return torch.from_numpy(np.frombuffer(sample[SAMPLE_EXT], dtype="<i4").copy())
 
 
-def build_loader(data, paths: List[str], pin_memory: bool) -> DataLoader:
-    dataset = wds.WebDataset(paths, shardshuffle=False, empty_check=False,
-                             nodesplitter=wds.single_node_only)
+def build_loader(data, paths: List[str], pin_memory: bool, nodesplitter=wds.single_node_only) -> DataLoader:
+    """nodesplitter=None when the caller has already given each rank shards of its own."""
+    dataset = wds.WebDataset(paths, shardshuffle=False, empty_check=False, nodesplitter=nodesplitter)
     if data.shuffle_buffer:
         dataset = dataset.shuffle(data.shuffle_buffer)
     dataset = dataset.map(_decode)
