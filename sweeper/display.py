@@ -58,16 +58,52 @@ def _row_cells(row: Dict[str, Any], keys: Sequence[str]) -> List[str]:
     ]
 
 
+def _single(rows: Sequence[Dict[str, Any]]) -> bool:
+    return all("-" in str(r.get("trial_id", "-")) for r in rows)
+
+
 def _sort_key(row: Dict[str, Any]) -> tuple:
     rate = row.get("items_per_s")
-    ok = row.get("status") == "ok" and rate is not None and math.isfinite(rate)
+    ok = row.get("status") in ("ok",) or str(row.get("status", "")).endswith(" ok")
+    ok = ok and rate is not None and math.isfinite(rate)
     return (0 if ok else 1, -(rate or 0.0))
 
 
+_FIGURES = ("items_per_s", "step_p50_s", "step_p95_s", "time_to_first_batch_s")
+
+
+def _median(values: List[float]) -> Any:
+    values = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def cell_rows(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row per grid point: the median of its finished repeats, and how many finished."""
+    cells: Dict[Any, List[Dict[str, Any]]] = {}
+    for row in rows:
+        cells.setdefault(row.get("cell_id") or row.get("trial_id"), []).append(row)
+    out = []
+    for cell, members in cells.items():
+        ok = [m for m in members if m.get("status") == "ok"]
+        merged = {**members[0], "trial_id": cell if len(members) > 1 else members[0].get("trial_id")}
+        merged.update({k: _median([m.get(k) for m in ok]) for k in _FIGURES})
+        if len(members) > 1:
+            merged["status"] = "ok" if len(ok) == len(members) else f"{len(ok)}/{len(members)} ok"
+        elif not ok:
+            merged["status"] = members[0].get("status")
+        out.append(merged)
+    return out
+
+
 def results_table(rows: Sequence[Dict[str, Any]], swept_keys: Sequence[str]) -> str:
-    """Best first: ok trials by samples/s, then the ones that did not finish."""
+    """One row per grid point (the median over its repeats), best first by samples/s;
+    then the ones that did not finish."""
+    rows = cell_rows(rows)
     header = [short_key(k) for k in swept_keys] + [
-        "samples/s", "p50 ms", "p95 ms", "first batch s", "status", "trial"]
+        "samples/s", "p50 ms", "p95 ms", "first batch s", "status", "trial" if _single(rows) else "cell"]
     body = [_row_cells(r, swept_keys) for r in sorted(rows, key=_sort_key)]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
     numeric = set(range(len(swept_keys), len(swept_keys) + 4))

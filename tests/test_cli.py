@@ -24,11 +24,11 @@ def test_every_shipped_sweep_composes_and_dry_runs(sweep, sweeper_cli, tmp_path)
 
 def test_dry_run_ids_match_the_grid(sweeper_cli):
     result = sweeper_cli(["+sweep=dataloader", "dry_run=true", "data.num_workers=1,2",
-                          "data.prefetch_factor=2", "data.pin_memory=false"])
+                          "data.prefetch_factor=2", "data.pin_memory=false", "repeats=1"])
     ids = [line.split()[0] for line in result.stdout.splitlines()[1:]]
     assert len(ids) == 2 and len(set(ids)) == 2 and all(i.endswith("-0") for i in ids)
     again = sweeper_cli(["+sweep=dataloader", "dry_run=true", "data.num_workers=1,2",
-                         "data.prefetch_factor=2", "data.pin_memory=false"])
+                         "data.prefetch_factor=2", "data.pin_memory=false", "repeats=1"])
     assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == ids
 
 

@@ -39,3 +39,18 @@ def test_progress_line():
               "summary": {"items_per_s": 10000.0, "step_p50_s": 0.003}}
     assert progress_line(3, 12, record, 4.25) == \
         "[ 3/12] ok      ccc-0  num_workers=2  10,000 samples/s  p50 3.00 ms  (4.2 s)"
+
+
+def test_repeats_collapse_to_one_row_per_grid_point():
+    def trial(cell, repeat, rate, status="ok"):
+        return {"trial_id": f"{cell}-{repeat}", "cell_id": cell, "status": status, "data.num_workers": len(cell),
+                "items_per_s": rate, "step_p50_s": 1 / rate if rate else None, "step_p95_s": None,
+                "time_to_first_batch_s": 0.1}
+    rows = [trial("a", 0, 100.0), trial("a", 1, 300.0), trial("a", 2, 200.0),
+            trial("bb", 0, 1000.0), trial("bb", 1, None, "failed")]
+    assert results_table(rows, ["data.num_workers"]).splitlines() == [
+        "num_workers  samples/s  p50 ms  p95 ms  first batch s  status  cell",
+        "-----------  ---------  ------  ------  -------------  ------  ----",
+        "2                1,000    1.00       -          0.100  1/2 ok  bb",
+        "1                  200    5.00       -          0.100  ok      a",
+    ]

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.slow
 
 SMALL = ["data.num_shards=4", "data.samples_per_shard=64", "data.seq_len=64", "data.batch_size=8",
          "workload.steps=20", "workload.warmup_steps=3"]
-GRID = ["+sweep=dataloader", "data.num_workers=1,2", "data.prefetch_factor=2", "data.pin_memory=false,true"]
+GRID = ["+sweep=dataloader", "data.num_workers=1,2", "data.prefetch_factor=2", "data.pin_memory=false,true",
+        "repeats=1"]
 
 
 def test_dataloader_sweep_end_to_end(sweeper_cli, tmp_path):
