@@ -220,7 +220,7 @@ class Nvml:
         self.nvml, self.handle = pynvml, handle
         self._reads = {
             "util_gpu_pct": lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu,
-            "gpu_mem_used_mb": lambda: gpu_memory_used(pynvml, handle) / MB,
+            "gpu_mem_used_mb": lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / MB,
             "gpu_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "gpu_temp_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
             "gpu_power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
@@ -234,22 +234,6 @@ class Nvml:
             except self.nvml.NVMLError:   # not supported on this GPU: stop asking
                 del self._reads[column]
         return out
-
-
-def gpu_memory_used(pynvml: Any, handle: Any) -> float:
-    """Bytes in use on the GPU. The plain NVML call failed on the virtualised H200 hosts, so try
-    the v2 structure, then CUDA's own device-wide count (free and total of the whole device)."""
-    try:
-        return float(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-    except pynvml.NVMLError:
-        pass
-    try:
-        return float(pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2).used)
-    except (pynvml.NVMLError, AttributeError, TypeError):
-        import torch
-
-        free, total = torch.cuda.mem_get_info()
-        return float(total - free)
 
 
 def nvml_handle(device_index: int = 0) -> Any:
