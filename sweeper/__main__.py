@@ -31,10 +31,7 @@ def run_in_process(cfg: DictConfig) -> None:
     root = root_config_from_dict(values)
     overrides = list(HydraConfig.get().overrides.task)
     trial = plan_trials([(overrides, root)], ClusterShape([1.0], [0.0]))[0]
-    spec = {"trial_id": trial.trial_id, "index": 0, "config": trial.config, "overrides": overrides,
-            "swept": trial.swept, "num_cpus": trial.num_cpus, "num_gpus": 0.0, "sweep": root.sweep.name,
-            "run_id": root.run_id}
-    outcome = shared_host().run(spec, root.resources.timeout_s, {})
+    outcome = shared_host().run(trial.spec(root.sweep.name, root.run_id), root.resources.timeout_s, {})
     path = write_trial(run_dir(root.results_dir, root.sweep.name, root.run_id), outcome.record, values,
                        outcome.files)
     print(f"{outcome.record['status']}: {path}")

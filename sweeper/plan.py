@@ -46,6 +46,13 @@ class Trial:
     repeat: int = 0
     is_baseline: bool = False
 
+    def spec(self, sweep: str, run_id: str, driver_pid: Optional[int] = None) -> Dict[str, Any]:
+        """What the trial runner (sweeper.trial.execute) receives."""
+        return {"trial_id": self.trial_id, "cell_id": self.cell_id, "repeat": self.repeat,
+                "is_baseline": self.is_baseline, "index": self.index, "config": self.config,
+                "overrides": self.overrides, "swept": self.swept, "num_cpus": self.num_cpus,
+                "num_gpus": self.num_gpus, "sweep": sweep, "run_id": run_id, "driver_pid": driver_pid}
+
 
 def cell_id(cfg: TrialConfig) -> str:
     """Stable hash of what the trial measures: the same grid point gets the same id in every run."""

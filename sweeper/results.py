@@ -18,11 +18,14 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Tuple
 
 import yaml
 
 from sweeper.redact import redact, redact_file, secrets
+
+if TYPE_CHECKING:
+    import pandas
 
 TRIAL_JSON = "trial.json"
 SUMMARY_BASENAME = "summary"

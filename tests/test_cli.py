@@ -1,8 +1,6 @@
 """The command line as a user meets it: shipped sweeps compose, bad input is one clear line."""
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

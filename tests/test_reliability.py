@@ -201,8 +201,6 @@ def wait_for_nodes(address: str, count: int, env: dict, timeout_s: float = 180) 
 
 
 def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
-    from tests.conftest import run_sweeper
-
     ray_bin = str(Path(sys.executable).parent / "ray")
     port = free_port()
     # Every Ray process of this test (head, node, driver) keeps to the loopback address.

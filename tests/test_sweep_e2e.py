@@ -1,5 +1,4 @@
 """`python -m sweeper +sweep=dataloader` end to end: real Ray, real processes, real DataLoader."""
-import json
 import math
 import os
 

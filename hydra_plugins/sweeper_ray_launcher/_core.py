@@ -27,7 +27,6 @@ from sweeper.plan import ClusterShape, Trial, plan_trials, swept_keys
 from sweeper.results import read_records, run_dir, summary_row
 from sweeper.schema import RootConfig, root_config_from_dict
 
-log = logging.getLogger(__name__)
 
 Job = Tuple[List[str], RootConfig, Dict[str, Any]]   # overrides, checked config, resolved dict
 
@@ -124,14 +123,6 @@ def submit(trial: Trial, spec: Dict[str, Any]):
 
 
 # -- the sweep ----------------------------------------------------------------------
-def trial_spec(trial: Trial, root: RootConfig) -> Dict[str, Any]:
-    return {"trial_id": trial.trial_id, "cell_id": trial.cell_id, "repeat": trial.repeat,
-            "is_baseline": trial.is_baseline, "index": trial.index, "config": trial.config,
-            "overrides": trial.overrides, "swept": trial.swept, "num_cpus": trial.num_cpus,
-            "num_gpus": trial.num_gpus, "sweep": root.sweep.name, "run_id": root.run_id,
-            "driver_pid": os.getpid()}
-
-
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
     try:
         baseline = (jobs[0][2].get("analysis") or {}).get("baseline")
@@ -165,8 +156,9 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     started_ray = False
     try:
         started_ray = connect(root.ray)
-        trials = plan(jobs, root, cluster_shape())
-        sweep = run_sweep(trials, jobs, root, run, kill_tasks=not started_ray)
+        shape = cluster_shape()
+        trials = plan(jobs, root, shape)
+        sweep = run_sweep(trials, jobs, root, run, shape, kill_tasks=not started_ray)
     except KeyboardInterrupt:      # before any trial started: nothing to keep
         print("interrupted before any trial started", file=sys.stderr)
         sys.exit(exitcodes.INTERRUPTED)
@@ -208,14 +200,15 @@ def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, Dict[str, Any]]
     return {r["trial_id"]: r for r in read_records(run) if r["trial_id"] in wanted and r["status"] == "ok"}
 
 
-def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path, kill_tasks: bool) -> Sweep:
+def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path, shape: ClusterShape,
+              kill_tasks: bool) -> Sweep:
     done = earlier_results(run, trials) if root.resume else {}
     sweep = Sweep(run, len(trials), jobs[0][2], done)
-    print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(cluster_shape(), root)}, "
+    print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(shape, root)}, "
           f"isolation={root.resources.isolation}", flush=True)
     if done:
         print(f"resuming {run}: {len(done)} trial(s) already finished, {len(trials) - len(done)} to run", flush=True)
-    runner = Runner(sweep, submit, lambda t: trial_spec(t, root))
+    runner = Runner(sweep, submit, lambda t: t.spec(root.sweep.name, root.run_id, os.getpid()))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for trial in trials:
