@@ -6,9 +6,15 @@ has costs milliseconds, and the child still shares nothing with the last trial
 (it is a new process, copy-on-write from a parent that never ran a trial).
 CUDA is never initialised here, so each child can start it for its own GPUs.
 
-Protocol, one JSON object a line: the host writes {"scratch": dir, "env": {...}};
-the zygote answers {"pid": n} when the child starts and {"pid": n, "exit": code,
-"signal": sig} when it ends. The child reads its spec from <scratch>/spec.pkl.
+    python -m sweeper._zygote <socket path>
+
+It listens on a Unix socket before it imports anything, so hosts can connect while
+it warms up; it writes {"ready": pid} on stdout once its imports are done. One
+connection is one trial, one JSON object a line: the host sends {"scratch": dir,
+"env": {...}}; the zygote answers {"pid": n} when the child starts and {"pid": n,
+"exit": code} when it ends. The child reads its spec from <scratch>/spec.pkl. A host
+that hangs up before its trial ends takes the trial (its process group) down with it.
+Several hosts (the Ray workers of one node) can share a zygote; trials run side by side.
 """
 from __future__ import annotations
 
@@ -16,10 +22,13 @@ import ctypes
 import json
 import os
 import pickle
+import selectors
 import signal
+import socket
 import sys
 import traceback
 from pathlib import Path
+from typing import Dict, Optional
 
 # Imported once here so each trial's fork starts warm; none of them initialises CUDA.
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "webdataset", "sweeper.trial",
@@ -34,10 +43,12 @@ def die_with_parent() -> None:
         pass
 
 
-def _child(request: dict, protocol_fd: int) -> None:
+def _child(request: dict) -> None:
     os.setsid()                      # own process group: a timeout kills the trial and its loader workers
     die_with_parent()
-    os.close(protocol_fd)
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
     scratch = Path(request["scratch"])
     log = os.open(scratch / "trial.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
@@ -78,21 +89,115 @@ def _preload() -> None:
         pass
 
 
-def main() -> None:
-    die_with_parent()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)                    # stray prints must not corrupt the protocol
-    out = os.fdopen(protocol_fd, "w", buffering=1)
-    _preload()
-    out.write(json.dumps({"ready": os.getpid()}) + "\n")
-    for line in sys.stdin:
-        request = json.loads(line)
+def _send(conn: socket.socket, message: dict) -> None:
+    try:
+        conn.sendall((json.dumps(message) + "\n").encode())
+    except OSError:                  # the host went away; its trial is being ended
+        pass
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Zygote:
+    """Forks a child per request and reports each child's end on the connection that asked."""
+
+    def __init__(self, listener: socket.socket):
+        self.listener = listener
+        self.selector = selectors.DefaultSelector()
+        self.buffers: Dict[socket.socket, bytes] = {}
+        self.trial_of: Dict[socket.socket, int] = {}     # connection -> its running child
+        self.host_of: Dict[int, socket.socket] = {}      # child pid -> the connection that asked
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        os.set_blocking(wake_read, False)
+        self.wake_read = wake_read
+        signal.set_wakeup_fd(wake_write)                 # SIGCHLD wakes the select below
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        self.selector.register(wake_read, selectors.EVENT_READ, "child")
+
+    def serve(self) -> None:
+        while True:
+            for key, _ in self.selector.select():
+                if key.data == "accept":
+                    conn, _ = self.listener.accept()
+                    self.buffers[conn] = b""
+                    self.selector.register(conn, selectors.EVENT_READ, "host")
+                elif key.data == "child":
+                    self._reap()
+                else:
+                    self._read(key.fileobj)
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            chunk = conn.recv(65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._hang_up(conn)
+            return
+        self.buffers[conn] += chunk
+        while b"\n" in self.buffers[conn]:
+            line, self.buffers[conn] = self.buffers[conn].split(b"\n", 1)
+            self._start(conn, json.loads(line))
+
+    def _start(self, conn: socket.socket, request: dict) -> None:
         pid = os.fork()
         if pid == 0:
-            _child(request, protocol_fd)
-        out.write(json.dumps({"pid": pid}) + "\n")
-        _, status = os.waitpid(pid, 0)
-        out.write(json.dumps({"pid": pid, "exit": os.waitstatus_to_exitcode(status)}) + "\n")
+            self.selector.close()
+            self.listener.close()
+            for other in list(self.buffers):
+                other.close()
+            _child(request)
+        self.trial_of[conn] = pid
+        self.host_of[pid] = conn
+        _send(conn, {"pid": pid})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                os.read(self.wake_read, 4096)
+            except BlockingIOError:
+                break
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.host_of.pop(pid, None)
+            if conn is not None:
+                self.trial_of.pop(conn, None)
+                _send(conn, {"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+
+    def _hang_up(self, conn: socket.socket) -> None:
+        pid: Optional[int] = self.trial_of.pop(conn, None)
+        if pid is not None:          # the host was cancelled or died: its trial goes too
+            _kill_group(pid)
+            self.host_of.pop(pid, None)
+        self.selector.unregister(conn)
+        self.buffers.pop(conn, None)
+        conn.close()
+
+
+def main() -> None:
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the driver's to handle
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sys.argv[1])
+    listener.listen(128)
+    ready = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)                    # stray prints go to stderr
+    _preload()
+    ready.write(json.dumps({"ready": os.getpid()}) + "\n")
+    ready.close()
+    Zygote(listener).serve()
 
 
 if __name__ == "__main__":

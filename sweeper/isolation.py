@@ -14,6 +14,7 @@ import pickle
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from typing import Any, Dict, Optional
 from sweeper.trial import LOG_FILE, RECORD_FILE, base_record
 
 LOG_TAIL_LINES = 40
+ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a loaded node
 
 
 @dataclass
@@ -59,48 +61,77 @@ class _LineReader:
 
 
 class TrialHost:
-    def __init__(self) -> None:
+    """Runs trials through a zygote: its own, started on first use, or a shared one at `socket_path`."""
+
+    def __init__(self, socket_path: Optional[str] = None) -> None:
+        self.socket_path = socket_path
         self.proc: Optional[subprocess.Popen] = None
-        self.reader: Optional[_LineReader] = None
+        self.owns_zygote = socket_path is None
 
     def _ensure_zygote(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if not self.owns_zygote or (self.proc is not None and self.proc.poll() is None):
             return
-        # The zygote imports what this process can: a user's workload module next to the driver too.
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "sweeper._zygote"], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        self.reader = _LineReader(self.proc.stdout.fileno())
-        self.reader.read(timeout_s=300)    # {"ready": pid}: torch imported
+        self.socket_path = os.path.join(tempfile.mkdtemp(prefix="sweeper-z-"), "zygote.sock")
+        self.proc = start_zygote(self.socket_path, stdout=subprocess.PIPE)
+        _LineReader(self.proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)   # {"ready": pid}
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()
+            self.proc.terminate()
             self.proc.wait(timeout=10)
         self.proc = None
+
+    def _connect(self) -> socket.socket:
+        """The zygote binds its socket within milliseconds of starting; wait that long at most."""
+        deadline = time.monotonic() + 10
+        while True:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                conn.connect(self.socket_path)
+                return conn
+            except (FileNotFoundError, ConnectionRefusedError):
+                conn.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
         scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-"))
+        conn = self._connect()
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
-            self.proc.stdin.write((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
-            pid = self.reader.read(timeout_s=60)["pid"]
+            conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
+            reader = _LineReader(conn.fileno())
+            started = reader.read(timeout_s=ZYGOTE_START_S)    # a shared zygote may still be importing
+            if started is None:
+                raise RuntimeError(f"the trial zygote at {self.socket_path} did not start the trial "
+                                   f"within {ZYGOTE_START_S} s")
+            pid = started["pid"]
             status = "ok"
             try:
-                ended = self.reader.read(timeout_s=timeout_s)
+                ended = reader.read(timeout_s=timeout_s)
             except BaseException:              # cancelled (Ctrl-C, ray.cancel): take the trial down too
                 _kill_group(pid)
                 raise
             if ended is None:
                 status = "timeout"
                 _kill_group(pid)
-                ended = self.reader.read(timeout_s=30) or {"exit": None}
+                ended = reader.read(timeout_s=30) or {"exit": None}
             outcome = collect(spec, scratch, ended.get("exit"), status, timeout_s)
             outcome.record["pid"] = pid
             return outcome
         finally:
+            conn.close()
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def start_zygote(socket_path: str, stdout=subprocess.DEVNULL, stderr=None) -> subprocess.Popen:
+    """A zygote listening at `socket_path`; it imports what this process can (a user's
+    workload module next to the driver too)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path], env=env,
+                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
 
 
 def _kill_group(pid: int) -> None:
@@ -137,12 +168,14 @@ def _exit_reason(status: str, exit_code: Optional[int], timeout_s: float) -> tup
     return "TrialCrashed", f"the trial process exited with code {exit_code} and left no record"
 
 
-_HOST: Optional[TrialHost] = None
+_HOSTS: Dict[Optional[str], TrialHost] = {}
 
 
-def shared_host() -> TrialHost:
-    """One zygote per worker process, reused across the trials it runs."""
-    global _HOST
-    if _HOST is None:
-        _HOST = TrialHost()
-    return _HOST
+def shared_host(node_zygote: Optional[str] = None) -> TrialHost:
+    """The zygote this process runs trials through: the node's shared one when its socket is
+    here (the driver started it on this machine), else one of this worker's own, reused
+    across the trials the worker runs."""
+    key = node_zygote if node_zygote and os.path.exists(node_zygote) else None
+    if key not in _HOSTS:
+        _HOSTS[key] = TrialHost(key)
+    return _HOSTS[key]

@@ -13,14 +13,16 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf, open_dict, read_write
 
 from sweeper import display, exitcodes, sinks
+from hydra_plugins.sweeper_ray_launcher._compose import JobComposer
 from hydra_plugins.sweeper_ray_launcher._runner import Runner, Sweep
 from sweeper.errors import SweeperError
 from sweeper.plan import ClusterShape, Trial, plan_trials, swept_keys
@@ -32,10 +34,8 @@ Job = Tuple[List[str], RootConfig, Dict[str, Any]]   # overrides, checked config
 
 
 # -- composing and checking ---------------------------------------------------------
-def compose_job(launcher, overrides: Sequence[str], index: int) -> Job:
-    sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
-    with open_dict(sweep_config):
-        sweep_config.hydra.job.num = index
+def compose_job(composer, overrides: Sequence[str], index: int) -> Job:
+    sweep_config = composer.compose(overrides, index)
     HydraConfig.instance().set_config(sweep_config)
     task_cfg = copy.deepcopy(sweep_config)
     with read_write(task_cfg), open_dict(task_cfg):
@@ -56,7 +56,8 @@ def check_shard_patterns(jobs: Sequence[Job]) -> None:
 
 
 def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[Job]:
-    jobs = [compose_job(launcher, o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
+    composer = JobComposer(launcher.hydra_context.config_loader, launcher.config)
+    jobs = [compose_job(composer, o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
     check_shard_patterns(jobs)
     return jobs
 
@@ -96,12 +97,33 @@ def local_shape() -> ClusterShape:
     return ClusterShape(node_cpus=[float(os.cpu_count() or 1)], node_gpus=[float(gpus)])
 
 
-def _run_on_worker(spec: Dict[str, Any], timeout_s: float):
-    """Runs inside a Ray worker: fork the trial from this worker's zygote."""
+class NodeZygote:
+    """A zygote the driver starts on its own machine while Ray starts, so that its torch
+    import overlaps Ray's start instead of following it. The local Ray's workers fork
+    their trials from it; workers on other machines (no such socket there) use their own."""
+
+    def __init__(self) -> None:
+        from sweeper.isolation import start_zygote
+
+        self.folder = tempfile.mkdtemp(prefix="sweeper-node-")
+        self.socket_path = os.path.join(self.folder, "zygote.sock")
+        self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
+        self.proc = start_zygote(self.socket_path, stderr=self.log)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _run_on_worker(spec: Dict[str, Any], timeout_s: float, node_zygote: Optional[str]):
+    """Runs inside a Ray worker: fork the trial from the node's zygote, or this worker's own."""
     from sweeper.isolation import shared_host
 
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "") if spec["num_gpus"] > 0 else ""
-    outcome = shared_host().run(spec, timeout_s, {"CUDA_VISIBLE_DEVICES": gpus})
+    outcome = shared_host(node_zygote).run(spec, timeout_s, {"CUDA_VISIBLE_DEVICES": gpus})
     outcome.record["worker_pid"] = os.getpid()
     return outcome
 
@@ -109,7 +131,7 @@ def _run_on_worker(spec: Dict[str, Any], timeout_s: float):
 _REMOTE = None
 
 
-def submit(trial: Trial, spec: Dict[str, Any]):
+def submit(trial: Trial, spec: Dict[str, Any], node_zygote: Optional[str] = None):
     global _REMOTE
     import ray
 
@@ -119,7 +141,7 @@ def submit(trial: Trial, spec: Dict[str, Any]):
         _REMOTE = ray.remote(max_calls=0)(_run_on_worker)
     remote = _REMOTE.options(num_cpus=trial.num_cpus, num_gpus=trial.num_gpus, max_retries=0,
                              name=f"trial-{trial.trial_id}")
-    return remote.remote(spec, trial.config.resources.timeout_s)
+    return remote.remote(spec, trial.config.resources.timeout_s, node_zygote)
 
 
 # -- the sweep ----------------------------------------------------------------------
@@ -153,12 +175,15 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     if jobs[0][2].get("dry_run"):
         print_plan(plan(jobs, root, local_shape()), root, run)
         return _job_returns(jobs, [None] * len(jobs))
-    started_ray = False
+    started_ray, zygote = False, None
     try:
+        if not root.ray.address and not root.ray.runtime_env:
+            zygote = NodeZygote()       # imports torch while Ray starts
         started_ray = connect(root.ray)
         shape = cluster_shape()
         trials = plan(jobs, root, shape)
-        sweep = run_sweep(trials, jobs, root, run, shape, kill_tasks=not started_ray)
+        sweep = run_sweep(trials, jobs, root, run, shape, kill_tasks=not started_ray,
+                          node_zygote=zygote.socket_path if zygote and started_ray else None)
     except KeyboardInterrupt:      # before any trial started: nothing to keep
         print("interrupted before any trial started", file=sys.stderr)
         sys.exit(exitcodes.INTERRUPTED)
@@ -167,6 +192,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             import ray
 
             ray.shutdown()
+        if zygote is not None:
+            zygote.close()
     report_end(sweep, trials, axes, root, run, jobs)
     return _job_returns(jobs, [sweep.records.get(f"{c}-0") for c in _cell_ids(trials, len(jobs))])
 
@@ -201,14 +228,15 @@ def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, Dict[str, Any]]
 
 
 def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path, shape: ClusterShape,
-              kill_tasks: bool) -> Sweep:
+              kill_tasks: bool, node_zygote: Optional[str] = None) -> Sweep:
     done = earlier_results(run, trials) if root.resume else {}
     sweep = Sweep(run, len(trials), jobs[0][2], done)
     print(f"sweep '{root.sweep.name}': {len(trials)} trial(s) on {_describe(shape, root)}, "
           f"isolation={root.resources.isolation}", flush=True)
     if done:
         print(f"resuming {run}: {len(done)} trial(s) already finished, {len(trials) - len(done)} to run", flush=True)
-    runner = Runner(sweep, submit, lambda t: t.spec(root.sweep.name, root.run_id, os.getpid()))
+    runner = Runner(sweep, lambda trial, spec: submit(trial, spec, node_zygote),
+                    lambda t: t.spec(root.sweep.name, root.run_id, os.getpid()))
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for trial in trials:
