@@ -74,6 +74,7 @@ def wandb_run(tmp_path_factory):
     trials[1] = {**trials[1], "overrides": trials[1]["overrides"] + [f"+ray.runtime_env.env_vars.TOKEN={SECRET}"]}
     for record in trials:
         sinks.on_trial(run, record, root)
+        sinks.drain()
     sinks.on_sweep_end(run, records, root)
     yield run, trials
     mp.undo()
@@ -143,6 +144,7 @@ def test_not_installed_is_one_warning(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             sinks.on_trial(tmp_path, record, {})
+            sinks.drain()
     warnings = [r for r in caplog.records if "wandb is not installed" in r.getMessage()]
     assert len(warnings) == 1 and not (tmp_path / "wandb").exists()
 
@@ -159,4 +161,5 @@ def test_a_wandb_failure_never_fails_the_sweep(tmp_path, monkeypatch, caplog):
     record = read_records(DATA / "sleepy-a")[0]
     with caplog.at_level(logging.WARNING):
         sinks.on_trial(tmp_path, record, {})                 # must not raise
+        sinks.drain()
     assert any("wandb service unreachable" in r.getMessage() for r in caplog.records)

@@ -249,6 +249,7 @@ def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path,
         exitcodes.report(exitcodes.INTERRUPTED)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sweep.close()
     return sweep
 
 

@@ -35,20 +35,40 @@ def unfinished_record(spec: Dict[str, Any], status: str, error_type: str, messag
 
 
 class Sweep:
-    """Collects finished trials, writes each at once, prints progress."""
+    """Collects finished trials, writes each at once, prints progress.
+
+    Each trial's folder is written the moment it ends: that is the durable record.
+    summary.parquet/csv, a view over all of them, is rewritten at most every
+    SUMMARY_EVERY_S and at the end (`close`), so a sweep of thousands of short
+    trials does not spend its driver rewriting it (O(N^2) otherwise)."""
+
+    SUMMARY_EVERY_S = 2.0
 
     def __init__(self, run: Path, total: int, root: Dict[str, Any], done: Optional[Dict[str, dict]] = None):
         self.run, self.total, self.root = run, total, root
         self.records: Dict[str, Dict[str, Any]] = dict(done or {})
         self.started = time.monotonic()
+        self.summary_at: Optional[float] = None      # when summary.parquet was last written
+        self.summary_stale = False
 
     def finish(self, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> None:
         write_trial(self.run, record, config, files)
         self.records[record["trial_id"]] = record
-        write_summary(self.run, self.records.values())
+        self.summary_stale = True
+        if self.summary_at is None or time.monotonic() - self.summary_at >= self.SUMMARY_EVERY_S:
+            self.write_summary()
         sinks.on_trial(self.run, record, self.root)
         print(display.progress_line(len(self.records), self.total, record, time.monotonic() - self.started),
               flush=True)
+
+
+    def write_summary(self) -> None:
+        write_summary(self.run, self.records.values())
+        self.summary_at, self.summary_stale = time.monotonic(), False
+
+    def close(self) -> None:
+        if self.summary_stale:
+            self.write_summary()
 
 
 class Runner:
