@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -83,16 +86,19 @@ def ray_init(runs: int) -> Dict[str, float]:
 
 
 def zygote_start(runs: int) -> float:
-    """A fresh `python -m sweeper._zygote` until it says it is ready (its preload done)."""
+    """A fresh `python -m sweeper._zygote <socket>` until it says it is ready (its preload done)."""
     times = []
     for _ in range(runs):
+        folder = tempfile.mkdtemp(prefix="sweeper-bench-z-")
         start = time.monotonic()
-        proc = subprocess.Popen([PYTHON, "-m", "sweeper._zygote"], cwd=ROOT, env=bench_env(),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([PYTHON, "-m", "sweeper._zygote", os.path.join(folder, "z.sock")], cwd=ROOT,
+                                env=bench_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
         proc.stdout.readline()                 # {"ready": pid}
         times.append(time.monotonic() - start)
-        proc.stdin.close()
+        proc.terminate()
         proc.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
     return median(times)
 
 

@@ -149,9 +149,13 @@ def load(path: str | os.PathLike) -> Tuple["pandas.DataFrame", "pandas.DataFrame
     import pandas as pd
 
     run = Path(path)
-    summary = pd.read_parquet(run / f"{SUMMARY_BASENAME}.parquet")
+    records = read_records(run)
+    parquet = run / f"{SUMMARY_BASENAME}.parquet"
+    summary = pd.read_parquet(parquet) if parquet.exists() else None
+    if summary is None or len(summary) < len(records):   # a sweep stopped between summary rewrites
+        summary = _parquet_safe(pd.DataFrame([summary_row(r) for r in records]))
     frames = []
-    for record in read_records(run):
+    for record in records:
         steps = trial_dir(run, record["trial_id"]) / "steps.parquet"
         if steps.exists():
             frames.append(pd.read_parquet(steps).assign(trial_id=record["trial_id"]))

@@ -280,3 +280,15 @@ def test_root_sections_defaults_and_values():
     assert root.wandb.mode == "online" and root.wandb.enabled and root.report.enabled
     default = root_config_from_dict({})
     assert (default.analysis.alpha, default.analysis.min_effect, default.wandb.mode) == (0.05, 0.05, "offline")
+
+
+def test_load_rebuilds_a_summary_older_than_the_trial_folders(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    full, _ = load(run)
+    full.head(3).to_parquet(run / "summary.parquet", index=False)   # as if stopped between rewrites
+    summary, _ = load(run)
+    assert len(summary) == len(full) == 15
+    assert sorted(summary["trial_id"]) == sorted(full["trial_id"])

@@ -81,3 +81,21 @@ def test_a_hung_trial_is_ended_with_its_children(host, tmp_path):
     assert [c for c in children if alive(c)] == []
     # the host is still usable afterwards
     assert host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record["status"] == "ok"
+
+
+def test_the_summary_is_rewritten_at_most_every_interval_and_at_close(tmp_path):
+    import pandas as pd
+
+    from hydra_plugins.sweeper_ray_launcher._runner import Sweep
+    from sweeper.results import read_records
+    from tests.conftest import ROOT
+
+    records = read_records(ROOT / "tests" / "data" / "sleepy-a")[:3]
+    sweep = Sweep(tmp_path, len(records), {"wandb": {"enabled": False}})
+    sweep.SUMMARY_EVERY_S = 3600
+    for record in records:
+        sweep.finish(record, {}, {})
+    assert len(pd.read_parquet(tmp_path / "summary.parquet")) == 1        # the first trial only
+    assert len(read_records(tmp_path)) == 3                                # every trial folder at once
+    sweep.close()
+    assert len(pd.read_parquet(tmp_path / "summary.parquet")) == 3
