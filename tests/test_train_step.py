@@ -1,11 +1,16 @@
 """The training-step workload: config checks, plan requests, drift maths, the training loop
 in-process, and real trials through the sweep (precision x accumulation; ZeRO 0-3 on two
-gloo ranks).
+gloo ranks; the same through DeepSpeed where it is installed).
 
 Tolerances, after 4 optimizer steps of the tiny model (lr 3e-3, a pool of 2 micro-batches of 4,
 so the loss falls by more than 0.2 from ln(512) = 6.24):
   - bf16 and fp16 against fp32, same seed:     |loss difference| < 0.01  (seen: ~1e-4)
   - ZeRO 1, 2, 3 against ZeRO 0 in fp32:       relative difference < 1e-5 (seen: equal)
+  - DeepSpeed against native, fp32, any stage: relative difference < 1e-5 (seen: 4e-8)
+  - DeepSpeed bf16 against native, stage 1-3:  |loss difference| < 0.01  (seen: 7e-4; DeepSpeed keeps
+    the weights themselves in bf16, with fp32 master copies, where native autocasts fp32 weights)
+  - DeepSpeed bf16 against native, stage 0:    |loss difference| < 0.1   (seen: 0.034; without ZeRO,
+    DeepSpeed accumulates and all-reduces the gradients in bf16 too: FP16_UnfusedOptimizer)
 """
 import importlib.util
 import math
@@ -28,6 +33,10 @@ FAST = ["workload.steps=3", "workload.warmup_steps=1", "train.lr=3e-3", "train.s
         "train.micro_batch=4"]
 BF16_FP16_ABS_TOL = 0.01
 ZERO_REL_TOL = 1e-5
+DEEPSPEED_BF16_STAGE0_ABS_TOL = 0.1
+needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
+                                     reason="DeepSpeed is not installed (pip install deepspeed: "
+                                            "its CPU accelerator runs these trials over gloo)")
 
 
 # -- config -------------------------------------------------------------------------
@@ -190,8 +199,9 @@ def test_shards_feed_the_step_and_show_data_wait(tmp_path):
     assert figures["data_source"] == "shards" and math.isfinite(figures["loss_final"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="DeepSpeed is installed here")
-def test_deepspeed_missing_is_one_clear_error():
+def test_deepspeed_missing_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "deepspeed", None)    # `import deepspeed` fails, installed or not
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)    # set by the attempt; restored afterwards
     with pytest.raises(RuntimeError, match=r"^train.backend=deepspeed needs DeepSpeed, which this trial cannot"):
         _train(_cfg(backend="deepspeed"))
 
@@ -206,6 +216,7 @@ def test_deepspeed_config_follows_the_trial():
     assert config["zero_optimization"] == {"stage": 2, "reduce_scatter": False, "contiguous_gradients": True,
                                            "overlap_comm": True}
     assert config["bf16"] == {"enabled": True} and config["fp16"] == {"enabled": False}
+    assert config["gradient_clipping"] == 0.0                           # as native: DeepSpeed's default is 1.0
     assert "activation_checkpointing" in config
     assert "activation_checkpointing" not in deepspeed_config(TrainConfig(), world_size=1)
 
@@ -311,6 +322,50 @@ def test_zero_stages_on_two_gloo_ranks_agree(sweeper_cli, tmp_path):
         assert f["loss_final"] == pytest.approx((f["rank0_loss_final_local"] + f["rank1_loss_final_local"]) / 2)
     drift = loss_drift(summary)
     assert drift["drift_stage0_rel"].notna().all() and (drift["drift_stage0_rel"] < ZERO_REL_TOL).all(), drift
+
+
+def _against_native(summary):
+    """Each DeepSpeed trial's drift from the native trial with the same other settings."""
+    drift = loss_drift(summary, references=(("native", "train.backend", "native"),)).set_index("trial_id")
+    return drift.join(summary.set_index("trial_id"))
+
+
+@pytest.mark.slow
+@needs_deepspeed
+def test_deepspeed_zero_stages_on_two_gloo_ranks_match_native(sweeper_cli, tmp_path):
+    result = sweeper_cli(["+sweep=zero", "train.backend=native,deepspeed", "train.precision=fp32,bf16",
+                          "train.accum_steps=2", "report.enabled=false", *FAST], timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records, summary = _records(tmp_path, "zero")
+    assert len(records) == 16 and all(r["status"] == "ok" for r in records)
+    for r in records:
+        f = r["figures"]
+        assert f["backend"] == r["swept"]["train.backend"] and f["world_size"] == 2 and f["effective_batch"] == 16
+        assert f["rank0_loss_final_local"] != f["rank1_loss_final_local"]   # each rank its own data
+        assert math.isfinite(f["loss_final"]) and f["loss_initial"] - f["loss_final"] > 0.2, f
+    drift = _against_native(summary)
+    deepspeed = drift[drift["train.backend"] == "deepspeed"]
+    assert deepspeed["drift_native_ref"].notna().all() and len(deepspeed) == 8, drift
+    fp32, bf16 = deepspeed[deepspeed["train.precision"] == "fp32"], deepspeed[deepspeed["train.precision"] == "bf16"]
+    assert (fp32["drift_native_rel"] < ZERO_REL_TOL).all(), fp32
+    stage0 = bf16["train.zero_stage"] == 0
+    assert (bf16.loc[~stage0, "drift_native_abs"] < BF16_FP16_ABS_TOL).all(), bf16
+    assert (bf16.loc[stage0, "drift_native_abs"] < DEEPSPEED_BF16_STAGE0_ABS_TOL).all(), bf16
+
+
+@pytest.mark.slow
+@needs_deepspeed
+def test_deepspeed_on_one_rank_with_activation_checkpointing_matches_native(sweeper_cli, tmp_path):
+    result = sweeper_cli(["+sweep=zero", "train.world_size=1", "train.backend=native,deepspeed",
+                          "train.zero_stage=0,3", "train.activation_checkpointing=true", "report.enabled=false", *FAST],
+                         timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records, summary = _records(tmp_path, "zero")
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    assert all(r["figures"]["world_size"] == 1 and r["figures"]["activation_checkpointing"] for r in records)
+    drift = _against_native(summary)
+    deepspeed = drift[drift["train.backend"] == "deepspeed"]
+    assert len(deepspeed) == 2 and (deepspeed["drift_native_rel"] < ZERO_REL_TOL).all(), drift
 
 
 # -- GPU ------------------------------------------------------------------------------

@@ -26,7 +26,11 @@ from workloads.model import GPT, ModelShape, torch_checkpoint
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def require_deepspeed():
+def require_deepspeed(device_type: str):
+    """Imports DeepSpeed for a trial on device_type. DeepSpeed picks its accelerator once, at
+    import: name it (DS_ACCELERATOR, unless set already) so that a CPU trial gets the CPU one,
+    whose collectives fall back to gloo where oneCCL is not installed."""
+    os.environ.setdefault("DS_ACCELERATOR", device_type)
     try:
         import deepspeed
     except ImportError as exc:
@@ -144,6 +148,7 @@ def deepspeed_config(train, world_size: int) -> Dict[str, Any]:
         "bf16": {"enabled": train.precision == "bf16"},
         "fp16": {"enabled": train.precision == "fp16"},
         "zero_allow_untested_optimizer": True,     # torch's AdamW: no DeepSpeed op to build
+        "gradient_clipping": 0.0,                  # DeepSpeed clips to norm 1.0 unless told; native does not clip
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
@@ -153,17 +158,29 @@ def deepspeed_config(train, world_size: int) -> Dict[str, Any]:
     return config
 
 
+def join_process_group(deepspeed, ctx: RankContext) -> None:
+    """DeepSpeed adopts the trial's process group (gloo on CPUs, NCCL on GPUs) rather than
+    starting its own: it reads the rank from the environment and wraps torch.distributed.
+    On CPUs it would first JIT-compile its shared-memory collectives (a C++ op, ~60 s of g++),
+    which only its inference all-reduce uses; marking the op unavailable keeps every
+    collective on gloo and needs no compiler."""
+    os.environ.update({"RANK": str(ctx.rank), "LOCAL_RANK": str(ctx.rank), "WORLD_SIZE": str(ctx.world_size),
+                       "LOCAL_WORLD_SIZE": str(ctx.world_size)})
+    if ctx.device.type == "cpu":
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed.init_distributed(dist_backend=torch.distributed.get_backend(), dist_init_required=False)
+
+
 class DeepSpeedEngine:
     """DeepSpeed owns loss scaling, accumulation and the ZeRO stage; `engine.step()` runs
     after every micro-batch and updates the weights only at the accumulation boundary."""
 
     def __init__(self, train, shape: ModelShape, ctx: RankContext):
-        deepspeed = require_deepspeed()
-        os.environ.update({"RANK": str(ctx.rank), "LOCAL_RANK": str(ctx.rank), "WORLD_SIZE": str(ctx.world_size),
-                           "LOCAL_WORLD_SIZE": str(ctx.world_size)})
+        deepspeed = require_deepspeed(ctx.device.type)
+        join_process_group(deepspeed, ctx)
         config = deepspeed_config(train, ctx.world_size)
         checkpoint_fn = None
-        if train.activation_checkpointing:
+        if train.activation_checkpointing:          # reads the world size: after join_process_group
             deepspeed.checkpointing.configure(None, deepspeed_config=config)
             checkpoint_fn = deepspeed.checkpointing.checkpoint
         model = GPT(shape, checkpoint_fn=checkpoint_fn).to(ctx.device)

@@ -55,7 +55,7 @@ PEAK_FLOPS = (("H100", 989e12), ("H200", 989e12), ("A100", 312e12))
 def run(cfg, probe) -> Dict[str, Any]:
     train = cfg.train
     if train.backend == "deepspeed":
-        parallel.require_deepspeed()
+        parallel.require_deepspeed(cfg.workload.device)
     if needs_process_group(train):
         per_rank = distributed.run_ranks(cfg, probe, train_rank)
     else:
