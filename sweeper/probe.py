@@ -174,7 +174,8 @@ class Probe:
             self._pop()
 
     def record(self, **values: Any) -> None:
-        """Extra per-step values (loss, bytes moved, ...) on the step in progress."""
+        """Extra per-step values (loss, bytes moved, ...) on the step in progress. A tensor
+        (a loss still on the GPU) is read back with the step's timings, so recording needs no sync."""
         if self._current is None:
             raise RuntimeError("probe.record() is only valid inside probe.step()")
         self._current.row.update(values)
@@ -251,6 +252,7 @@ class Probe:
                     self.warn(f"step timings could not be read back ({type(exc).__name__}); host times kept")
             if row.get("aborted"):      # the device may be in an error state: host time only
                 row.update(t_start_s=None, step_s=row["host_step_s"])
+            _read_back_values(row)
             marks = [pending.start, pending.end] + [m for _, a, b in pending.phases for m in (a, b)]
             self.timer.release(marks)
             self._mark_warmup(row)
@@ -361,3 +363,13 @@ def _spread(name: str, values: np.ndarray) -> Dict[str, float]:
         f"{name}_std_s": std,
         f"{name}_cv": std / mean if mean > 0 else float("nan"),
     }
+
+
+def _read_back_values(row: Dict[str, Any]) -> None:
+    """Recorded tensors become numbers; by now their step has finished on the device."""
+    for key, value in row.items():
+        if hasattr(value, "item") and not isinstance(value, (int, float)):
+            try:
+                row[key] = float(value.item())
+            except Exception:    # the device is in an error state after a failed step
+                row[key] = None

@@ -76,8 +76,11 @@ def memory_at_failure() -> Dict[str, Any]:
     figures: Dict[str, Any] = {"host_rss_gb_at_end": psutil.Process().memory_info().rss / 1e9}
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        figures["cuda_max_allocated_gb_at_end"] = torch.cuda.max_memory_allocated() / 1e9
-        figures["cuda_max_reserved_gb_at_end"] = torch.cuda.max_memory_reserved() / 1e9
+        from sweeper.measure.memory import cuda_peaks
+
+        peaks = cuda_peaks(torch)
+        figures["cuda_max_allocated_gb_at_end"] = peaks["allocated_bytes"] / 1e9
+        figures["cuda_max_reserved_gb_at_end"] = peaks["reserved_bytes"] / 1e9
     return figures
 
 

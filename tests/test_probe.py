@@ -639,3 +639,50 @@ def test_cuda_timer_logic_with_fake_events(monkeypatch):
     assert all(abs(r["step_s"] - r["host_step_s"]) < 1e-4 for r in rows)
     assert rows[1]["t_start_s"] > rows[0]["t_start_s"] >= 0
     assert len(created) <= 1 + 4 * 3    # the anchor, then events reused from the pool
+
+
+def test_a_recorded_tensor_is_read_back_with_its_step_as_a_number():
+    import torch
+
+    clock, timer = FakeClock(), FakeEventTimer()
+    probe = Probe(clock=clock, timer=timer, lag=3)
+    for i in range(5):
+        with probe.step(items=1):
+            timer.device_ns += MS
+            probe.record(loss=torch.tensor(float(i) + 0.5), note="x")
+        timer.complete_until(timer.device_ns)
+    probe.stop()
+    losses = [r["loss"] for r in probe.rows]
+    assert losses == [0.5, 1.5, 2.5, 3.5, 4.5] and all(type(v) is float for v in losses)
+    assert probe.rows[0]["note"] == "x"
+
+
+def test_the_trials_cuda_peak_survives_the_per_step_resets(monkeypatch):
+    from sweeper.measure import memory
+
+    class FakeCuda:
+        peak = {"allocated_bytes": 0.0, "reserved_bytes": 0.0}
+
+        def memory_stats_as_nested_dict(self, device):
+            return {k: {"all": {"peak": v}} for k, v in self.peak.items()}
+
+        def reset_peak_memory_stats(self, device):
+            self.peak = {"allocated_bytes": 0.0, "reserved_bytes": 0.0}
+
+        def max_memory_allocated(self, device=None):
+            return self.peak["allocated_bytes"]
+
+        def max_memory_reserved(self, device=None):
+            return self.peak["reserved_bytes"]
+
+    class FakeTorch:
+        cuda = FakeCuda()
+
+    monkeypatch.setattr(memory, "_PEAKS_BEFORE_RESET", {"allocated_bytes": 0.0, "reserved_bytes": 0.0})
+    tracker = memory.CudaMemory.__new__(memory.CudaMemory)
+    tracker._torch, tracker._device = FakeTorch, "cuda:0"
+    for step_peak in (5e9, 17e9, 2e9):                 # the big step in the middle
+        FakeTorch.cuda.peak = {"allocated_bytes": step_peak, "reserved_bytes": step_peak + 1e9}
+        assert tracker()["gpu_mem_peak_allocated_mb"] == step_peak / memory.MB
+    FakeTorch.cuda.peak = {"allocated_bytes": 1e9, "reserved_bytes": 2e9}   # after the last reset
+    assert memory.cuda_peaks(FakeTorch) == {"allocated_bytes": 17e9, "reserved_bytes": 18e9}

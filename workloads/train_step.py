@@ -107,17 +107,18 @@ def set_matmul_precision(precision: str, device: torch.device, probe) -> str:
 
 
 def train_loop(cfg, probe, engine, batches, ctx: RankContext):
-    """Optimizer steps until the probe has its measured steps; returns per-step host times (s)
-    and mean losses. Reading each step's loss is the step's one host sync: the probe times
-    GPU phases with CUDA events and needs none."""
+    """Optimizer steps until the probe has its measured steps; returns per-step times (s) and
+    mean losses. Nothing in the loop waits for the GPU, as in a plain training script: losses
+    stay on the device (the probe reads each back with the step's timings, a few steps later)
+    and on a GPU each rank times its steps with CUDA events, read once the loop is done."""
     train = cfg.train
     phase_sync = _sync(ctx.device) if train.phase_sync else _noop
     samples = train.micro_batch * train.accum_steps * ctx.world_size   # the probe's items: sequences, all ranks
     keep_going = _stepper(cfg, probe, ctx)
-    times: List[float] = []
-    losses: List[float] = []
-    while keep_going(len(times)):
-        start = time.perf_counter()
+    clock = StepClock(ctx.device)
+    losses: List[torch.Tensor] = []
+    while keep_going(len(losses)):
+        clock.start()
         with probe.step(items=samples):
             loss_sum = torch.zeros((), device=ctx.device)
             for micro in range(train.accum_steps):
@@ -132,12 +133,39 @@ def train_loop(cfg, probe, engine, batches, ctx: RankContext):
             with probe.phase("optimizer"):
                 engine.step()
                 phase_sync()
-            losses.append(loss_sum.item() / train.accum_steps)
+            losses.append(loss_sum / train.accum_steps)
             probe.record(loss=losses[-1])
-        times.append(time.perf_counter() - start)
+        clock.stop()
     _sync(ctx.device)()
     _warn_if_unsettled(cfg, probe, ctx)
-    return times, losses
+    return clock.times(), torch.stack(losses).tolist() if losses else []
+
+
+class StepClock:
+    """Per-step times of one rank: CUDA events on a GPU (no sync per step), the host clock on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: List[Any] = []
+
+    def _mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.marks.append([self._mark(), None])
+
+    def stop(self) -> None:
+        self.marks[-1][1] = self._mark()
+
+    def times(self) -> List[float]:
+        """Seconds per step; on a GPU call it after a synchronize."""
+        if self.cuda:
+            return [a.elapsed_time(b) / 1e3 for a, b in self.marks]
+        return [b - a for a, b in self.marks]
 
 
 def _stepper(cfg, probe, ctx: RankContext):
@@ -238,8 +266,11 @@ def make_batches(cfg, shape: ModelShape, ctx: RankContext):
 def memory_figures(device: torch.device) -> Dict[str, float]:
     """Peak memory of this rank, in GB (1e9 bytes): the CUDA allocator's, or the process's RSS on a CPU."""
     if device.type == "cuda":
-        return {"peak_memory_allocated_gb": torch.cuda.max_memory_allocated(device) / 1e9,
-                "peak_memory_reserved_gb": torch.cuda.max_memory_reserved(device) / 1e9}
+        from sweeper.measure.memory import cuda_peaks   # the probe resets the peaks every step
+
+        peaks = cuda_peaks(torch, device)
+        return {"peak_memory_allocated_gb": peaks["allocated_bytes"] / 1e9,
+                "peak_memory_reserved_gb": peaks["reserved_bytes"] / 1e9}
     return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
 
 

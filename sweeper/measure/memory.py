@@ -71,8 +71,20 @@ def pinned_memory() -> Dict[str, float]:
             "mem_pinned_pool_mb": stats.get("allocated_bytes.current", float("nan")) / MB}
 
 
+# The highest peaks seen before each reset, so that the trial's own peak survives the
+# per-step resets: read it with cuda_peaks() rather than torch.cuda.max_memory_allocated().
+_PEAKS_BEFORE_RESET = {"allocated_bytes": 0.0, "reserved_bytes": 0.0}
+
+
+def cuda_peaks(torch: Any, device: Any = None) -> Dict[str, float]:
+    """This process's peak allocated and reserved CUDA memory in bytes, over the whole trial."""
+    return {"allocated_bytes": max(torch.cuda.max_memory_allocated(device), _PEAKS_BEFORE_RESET["allocated_bytes"]),
+            "reserved_bytes": max(torch.cuda.max_memory_reserved(device), _PEAKS_BEFORE_RESET["reserved_bytes"])}
+
+
 class CudaMemory:
-    """Per step: the peak of allocated and reserved CUDA memory, then resets the peaks.
+    """Per step: the peak of allocated and reserved CUDA memory, then resets the peaks
+    (remembering the highest, for cuda_peaks).
 
     Reads the caching allocator's counters on the host: no synchronize.
     """
@@ -87,6 +99,8 @@ class CudaMemory:
 
     def __call__(self) -> Dict[str, float]:
         stats = self._torch.cuda.memory_stats_as_nested_dict(self._device)
+        for name in _PEAKS_BEFORE_RESET:
+            _PEAKS_BEFORE_RESET[name] = max(_PEAKS_BEFORE_RESET[name], _peak(stats, name))
         self._torch.cuda.reset_peak_memory_stats(self._device)
         return {"gpu_mem_peak_allocated_mb": _peak(stats, "allocated_bytes") / MB,
                 "gpu_mem_peak_reserved_mb": _peak(stats, "reserved_bytes") / MB}
