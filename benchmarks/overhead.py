@@ -156,8 +156,7 @@ def run_all(runners: Sequence[Runner], workloads: Sequence[str], trials: int, re
 
 # -- where a trial's time goes, in this process ---------------------------------------
 def trial_spec(sleep_s: float = 0.0) -> dict:
-    """The spec the Ray launcher would send for one trivial trial (through its own helper)."""
-    from hydra_plugins.sweeper_ray_launcher._core import trial_spec as launcher_spec
+    """The spec the Ray launcher would send for one trivial trial (through the same Trial.spec)."""
     from sweeper.plan import ClusterShape, plan_trials
     from sweeper.schema import root_config_from_dict
 
@@ -166,7 +165,7 @@ def trial_spec(sleep_s: float = 0.0) -> dict:
                                   "resources": {"isolation": "pack", "cpus": 1},
                                   "wandb": {"enabled": False}, "run_id": "bench"})
     trial = plan_trials([([], root)], ClusterShape([float(CPUS)], [0.0]))[0]
-    return launcher_spec(trial, root)
+    return trial.spec(root.sweep.name, root.run_id, os.getpid())
 
 
 def zygote_round_trips(count: int) -> Dict[str, float]:
@@ -247,7 +246,7 @@ def runs_table(results: List[Measurement], workload: str) -> str:
 
 
 def components_table(zygote: Dict[str, float], writes: Dict[str, float], sizes: Sequence[int]) -> str:
-    rows = [["zygote start and its first trial (once per Ray worker: a fresh Python imports torch)",
+    rows = [["zygote start and its first trial (once a sweep: a fresh Python imports torch)",
              zygote["zygote_start_s"] * 1e3],
             ["one trivial trial through a warm zygote, total", zygote["total_ms"]],
             ["  launch: spec to disk, fork, until the child's started_at", zygote["launch_ms"]],
@@ -257,7 +256,7 @@ def components_table(zygote: Dict[str, float], writes: Dict[str, float], sizes: 
         rows += [[f"driver: write the trial folder (N={n})", writes[f"write_trial_ms_n{n}"]],
                  [f"driver: rewrite summary.parquet + csv after the last of {n} trials",
                   writes[f"summary_last_ms_n{n}"]],
-                 [f"driver: all {n} summary rewrites of a sweep, total", writes[f"summary_total_s_n{n}"] * 1e3]]
+                 [f"driver: summary rewritten after each of {n} trials (not done since the 2-s throttle), total", writes[f"summary_total_s_n{n}"] * 1e3]]
     return markdown_table(["where the time goes (in-process, no Ray)", "ms"], rows)
 
 

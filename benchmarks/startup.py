@@ -130,10 +130,10 @@ def measure(runs: int, out: Path) -> Tuple[List[list], Dict[str, float]]:
     ray = ray_init(runs)
     rows += [["`import ray`", ray["import_s"], ""], ["local `ray.init()`", ray["init_s"], ""],
              ["zygote start: fresh Python, torch and its preload list imported", zygote_start(runs),
-              "once per Ray worker"]]
+              "once per sweep on a local Ray (the driver starts it while Ray starts); once per Ray worker elsewhere"]]
     one = one_trial_sweep(runs, out)
     rows += [["1-trial sweep: command -> Ray up (\"sweep ...\" line)", one["to_ready_s"], "Hydra, compose, ray.init"],
-             ["1-trial sweep: Ray up -> trial started_at", one["ready_to_trial_s"], "worker start, zygote start, fork"],
+             ["1-trial sweep: Ray up -> trial started_at", one["ready_to_trial_s"], "worker start, connect to the warm zygote, fork"],
              ["1-trial sweep: command -> trial started_at", one["to_trial_s"], ""],
              ["1-trial sweep: whole command", one["wall_s"], "incl. ray.shutdown and the table"]]
     return rows, help_heavy

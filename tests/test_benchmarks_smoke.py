@@ -1,5 +1,6 @@
 """The benchmark scripts import, parse their arguments and build their commands; no timing
 is asserted here (speed targets are met in benchmarks/, never in tests)."""
+import os
 import subprocess
 import sys
 
@@ -90,3 +91,9 @@ def test_scripts_answer_help_without_heavy_imports(script):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_overhead_trial_spec_is_what_the_launcher_sends():
+    spec = overhead.trial_spec(sleep_s=0.0)
+    assert spec["config"].workload.target == overhead.WORKLOAD and spec["num_cpus"] == 1.0
+    assert spec["trial_id"].endswith("-0") and spec["driver_pid"] == os.getpid()
