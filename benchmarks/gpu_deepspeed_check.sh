@@ -5,11 +5,7 @@
 # compiled: torch's AdamW is the optimizer) and the dependencies a stock torch image may lack.
 #   WITH_NATIVE=1   adds train.backend=native to the grid, for the loss and speed side by side
 # Prints the summary table last and leaves the results folder and the log under $OUT.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 SWEEPER_CACHE=/tmp/shards
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+source "$(dirname "$0")/_gpu_host.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import deepspeed, torch; print('deepspeed', deepspeed.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)" \
     2>&1 | tail -1 | tee -a "$OUT/machine.txt"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # GPU host, part 2: eager-step diagnosis, the probe's GPU paths and overhead, the dataloader
 # sweep with real host-to-device copies, and GPU packing. Run from the project root with .whl carried.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 SWEEPER_CACHE=/tmp/shards
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+source "$(dirname "$0")/_gpu_host.sh"
 {
   echo "== eager bf16 step diagnosis"; timeout 150 python3 benchmarks/gpu_eager_diag.py
   echo "== probe GPU check"; timeout 200 python3 benchmarks/gpu_probe_check.py --json "$OUT/gpu_probe_check.json"

@@ -6,11 +6,7 @@
 #   3. the GPU-marked tests
 # Run from the project root with .whl carried (Ray, Hydra, webdataset, DeepSpeed and its
 # dependencies); about 6 minutes. Logs and summaries land under $OUT.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 SWEEPER_CACHE=/tmp/shards
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+source "$(dirname "$0")/_gpu_host.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
 common=(wandb.enabled=false report.enabled=false results_dir=/tmp/results train.preset=gpt2-124m
         train.micro_batch=16 train.precision=bf16)

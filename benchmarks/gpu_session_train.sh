@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # GPU host, part 1: the training-step workload on two H200s, direct and through `python -m sweeper`.
 # Run from the project root with .whl carried (../shared/gpu-host/wheelhouse.sh builds it).
-set -uo pipefail
-export PYTHONUNBUFFERED=1 SWEEPER_CACHE=/tmp/shards
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+source "$(dirname "$0")/_gpu_host.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/machine.txt"
 common=(wandb.enabled=false results_dir=/tmp/results)
 {
