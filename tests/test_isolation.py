@@ -99,3 +99,67 @@ def test_the_summary_is_rewritten_at_most_every_interval_and_at_close(tmp_path):
     assert len(read_records(tmp_path)) == 3                                # every trial folder at once
     sweep.close()
     assert len(pd.read_parquet(tmp_path / "summary.parquet")) == 3
+
+
+@pytest.fixture()
+def node_zygote(tmp_path):
+    import subprocess
+
+    from sweeper.isolation import ZYGOTE_START_S, _LineReader, start_zygote
+
+    path = str(tmp_path / "z.sock")
+    proc = start_zygote(path, stdout=subprocess.PIPE)
+    _LineReader(proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)     # {"ready": pid}
+    yield path, proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_one_node_zygote_serves_several_hosts_at_once(node_zygote):
+    """As the Ray workers of one node do: each trial a fresh child of the same zygote, side by side."""
+    import threading
+
+    path, proc = node_zygote
+    records = []
+
+    def run_one():
+        records.append(TrialHost(path).run(spec_for("tests.workloads_for_tests:quick", sleep_s=0.3), 60, {}).record)
+
+    threads = [threading.Thread(target=run_one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [r["status"] for r in records] == ["ok", "ok"]
+    assert len({r["pid"] for r in records}) == 2 and proc.pid not in {r["pid"] for r in records}
+    first, second = sorted(records, key=lambda r: r["started_at"])
+    assert second["started_at"] < first["ended_at"]            # they overlapped
+
+
+def test_a_host_that_hangs_up_takes_its_trial_down(node_zygote, tmp_path):
+    """A Ray worker that dies or is cancelled mid-trial: the zygote kills that trial's group."""
+    import json
+    import pickle
+    import socket
+
+    path, proc = node_zygote
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    pid_file = tmp_path / "children"
+    (scratch / "spec.pkl").write_bytes(pickle.dumps(
+        spec_for("tests.workloads_for_tests:hangs_with_children", pid_file=str(pid_file))))
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(path)
+    conn.sendall((json.dumps({"scratch": str(scratch), "env": {}}) + "\n").encode())
+    pid = json.loads(conn.makefile().readline())["pid"]
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = [int(p) for p in pid_file.read_text().split()]
+    assert alive(pid) and all(alive(c) for c in children)
+    conn.close()
+    deadline = time.monotonic() + 10
+    while (alive(pid) or any(alive(c) for c in children)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid) and not any(alive(c) for c in children)
+    assert proc.poll() is None                                  # the zygote itself carries on
