@@ -148,7 +148,7 @@ def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_
     finally:
         if driver.poll() is None:
             driver.kill()
-    assert driver.returncode == 130, err[-3000:]
+    assert driver.returncode == 130, (out[-3000:], err[-3000:])
     run = only_run(tmp_path)
     records = read_records(run)
     finished = {r["trial_id"]: digest(run / "trials" / r["trial_id"]) for r in records if r["status"] == "ok"}

@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -235,9 +236,10 @@ def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path,
           f"isolation={root.resources.isolation}", flush=True)
     if done:
         print(f"resuming {run}: {len(done)} trial(s) already finished, {len(trials) - len(done)} to run", flush=True)
+    stop = threading.Event()
     runner = Runner(sweep, lambda trial, spec: submit(trial, spec, node_zygote),
-                    lambda t: t.spec(root.sweep.name, root.run_id, os.getpid()))
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+                    lambda t: t.spec(root.sweep.name, root.run_id, os.getpid()), stop.is_set)
+    previous = {sig: signal.signal(sig, _interrupt_handler(stop)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for trial in trials:
             if trial.trial_id not in done:
@@ -248,13 +250,19 @@ def run_sweep(trials: List[Trial], jobs: List[Job], root: RootConfig, run: Path,
         runner.cancel_all(kill_tasks)
         exitcodes.report(exitcodes.INTERRUPTED)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sweep.close()
     return sweep
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _interrupt_handler(stop: threading.Event):
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, and leave a flag the runner checks
+    between waits, so an interrupt raised inside a library that swallows it still stops the sweep."""
+    def handler(signum, frame):
+        stop.set()
+        raise KeyboardInterrupt
+    return handler
 
 
 def report_end(sweep: Sweep, trials: List[Trial], axes: List[str], root: RootConfig, run: Path,

@@ -72,8 +72,11 @@ class Sweep:
 
 
 class Runner:
-    def __init__(self, sweep: Sweep, submit, make_spec):
+    WAIT_S = 1.0     # how often the loop looks at the stop flag while trials run
+
+    def __init__(self, sweep: Sweep, submit, make_spec, stop_requested=lambda: False):
         self.sweep, self.submit_fn, self.make_spec = sweep, submit, make_spec
+        self.stop_requested = stop_requested
         self.pending: Dict[Any, Attempt] = {}
 
     def start(self, trial: Trial, config: Dict[str, Any], number: int = 1, retry_of: Optional[str] = None) -> None:
@@ -88,8 +91,11 @@ class Runner:
         import ray
 
         while self.pending:
-            done, _ = ray.wait(list(self.pending), num_returns=1)
-            self.handle(done[0], self.pending.pop(done[0]))
+            done, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.WAIT_S)
+            if self.stop_requested():
+                raise KeyboardInterrupt
+            if done:
+                self.handle(done[0], self.pending.pop(done[0]))
 
     def handle(self, ref, attempt: Attempt) -> None:
         import ray
