@@ -7,7 +7,6 @@ and each is written to disk at once, so an interrupted sweep keeps what finished
 """
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import shutil
@@ -20,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf
 
 from sweeper import display, exitcodes, sinks
 from hydra_plugins.sweeper_ray_launcher._compose import JobComposer
@@ -38,11 +37,15 @@ Job = Tuple[List[str], RootConfig, Dict[str, Any]]   # overrides, checked config
 def compose_job(composer, overrides: Sequence[str], index: int) -> Job:
     sweep_config = composer.compose(overrides, index)
     HydraConfig.instance().set_config(sweep_config)
-    task_cfg = copy.deepcopy(sweep_config)
-    with read_write(task_cfg), open_dict(task_cfg):
-        del task_cfg["hydra"]       # as Hydra's run_job does: the app's config without Hydra's own node
-    values = OmegaConf.to_container(task_cfg, resolve=True)
+    values = app_values(sweep_config)
     return list(overrides), root_config_from_dict(values), values
+
+
+def app_values(sweep_config: DictConfig) -> Dict[str, Any]:
+    """The app's config, resolved, without Hydra's own node (what Hydra's run_job hands the
+    task), read key by key rather than from a second deep copy of the whole config."""
+    return {key: OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+            for key, node in ((k, sweep_config[k]) for k in sweep_config if k != "hydra")}
 
 
 def check_shard_patterns(jobs: Sequence[Job]) -> None:
