@@ -81,10 +81,11 @@ def _preload() -> None:
             importlib.import_module(name)
         except Exception as exc:   # a trial that needs it will fail with the real error
             print(f"zygote: could not preload {name}: {exc}", file=sys.stderr)
-    try:   # cached here so every child skips the `git rev-parse` (no CUDA is touched)
-        from sweeper.fingerprint import git_commit
+    try:   # cached here so every child skips `git rev-parse` and the metadata reads (no CUDA is touched)
+        from sweeper.fingerprint import git_commit, package_versions
 
         git_commit()
+        package_versions()
     except Exception:
         pass
 

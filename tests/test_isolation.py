@@ -163,3 +163,22 @@ def test_a_host_that_hangs_up_takes_its_trial_down(node_zygote, tmp_path):
         time.sleep(0.05)
     assert not alive(pid) and not any(alive(c) for c in children)
     assert proc.poll() is None                                  # the zygote itself carries on
+
+
+def test_a_credential_in_a_record_reaches_neither_the_summary_nor_the_progress_line(tmp_path, monkeypatch, capsys):
+    from hydra_plugins.sweeper_ray_launcher._runner import Sweep
+    from sweeper.results import read_records
+    from tests.conftest import ROOT
+
+    secret = "supersecretvalue123"
+    monkeypatch.setenv("MY_TOKEN", secret)
+    record = read_records(ROOT / "tests" / "data" / "sleepy-a")[0]
+    record = {**record, "overrides": record["overrides"] + [f"+x={secret}"], "status": "failed",
+              "error_type": "ValueError", "error_message": f"bad value {secret}"}
+    sweep = Sweep(tmp_path, 1, {"wandb": {"enabled": False}})
+    sweep.finish(record, {}, {})
+    sweep.close()
+    assert secret not in (tmp_path / "summary.csv").read_text()
+    assert secret.encode() not in (tmp_path / "summary.parquet").read_bytes()
+    assert secret not in capsys.readouterr().out
+    assert secret not in str(sweep.records)

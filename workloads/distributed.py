@@ -23,10 +23,8 @@ Imports neither Ray nor Hydra; only torch and the standard library.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime
 import os
-import signal
 import sys
 import threading
 import traceback
@@ -213,10 +211,9 @@ def reap(procs, grace_s: float) -> None:
 
 # -- ranks 1..N-1 -------------------------------------------------------------------
 def die_with_parent(parent_pid: int) -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    from sweeper._zygote import die_with_parent as kill_me_with_my_parent
+
+    kill_me_with_my_parent()
     if os.getppid() != parent_pid:        # the parent died before prctl took hold
         os._exit(1)
 

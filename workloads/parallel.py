@@ -105,12 +105,12 @@ class NativeEngine:
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         with self._grad_sync(last):
-            self.scaler.scale(loss / self.accum).backward()
+            self.scaler.scale(loss / self.accum if self.accum > 1 else loss).backward()
 
     def _grad_sync(self, last: bool):
         if self.sync_mode == "ddp" and not last:
             return self.model.no_sync()
-        if self.sync_mode == "fsdp":
+        if self.sync_mode == "fsdp" and self.accum > 1:    # a walk over every module: skip it when always True
             self.model.set_requires_gradient_sync(last)
         return contextlib.nullcontext()
 

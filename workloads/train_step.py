@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import statistics
 import time
 from typing import Any, Dict, List
 
@@ -120,7 +121,7 @@ def train_loop(cfg, probe, engine, batches, ctx: RankContext):
     while keep_going(len(losses)):
         clock.start()
         with probe.step(items=samples):
-            loss_sum = torch.zeros((), device=ctx.device)
+            loss_sum = None
             for micro in range(train.accum_steps):
                 x, y = next_micro_batch(probe, batches, phase_sync)
                 with probe.phase("forward"):
@@ -129,11 +130,11 @@ def train_loop(cfg, probe, engine, batches, ctx: RankContext):
                 with probe.phase("backward"):
                     engine.backward(loss, last=micro == train.accum_steps - 1)
                     phase_sync()
-                loss_sum += loss.detach()
+                loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             with probe.phase("optimizer"):
                 engine.step()
                 phase_sync()
-            losses.append(loss_sum / train.accum_steps)
+            losses.append(loss_sum / train.accum_steps if train.accum_steps > 1 else loss_sum)
             probe.record(loss=losses[-1])
         clock.stop()
     _sync(ctx.device)()
@@ -275,27 +276,20 @@ def memory_figures(device: torch.device) -> Dict[str, float]:
 
 
 def step_figures(measured: List[float], losses: List[float], ctx: RankContext) -> Dict[str, Any]:
-    ordered = sorted(measured)
-    out = {"step_p50_s": _median(ordered), "step_mean_s": sum(measured) / len(measured),
+    out = {"step_p50_s": statistics.median(measured), "step_mean_s": sum(measured) / len(measured),
            "steps_measured": len(measured), "steps_run": len(losses),
            "loss_initial_local": losses[0], "loss_final_local": losses[-1],
            "threads": torch.get_num_threads()}
-    out["loss_final"] = _mean_over_ranks(losses[-1], ctx)
-    out["loss_initial"] = _mean_over_ranks(losses[0], ctx)
+    out["loss_initial"], out["loss_final"] = _mean_over_ranks([losses[0], losses[-1]], ctx)
     return out
 
 
-def _median(ordered: List[float]) -> float:
-    n = len(ordered)
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
-def _mean_over_ranks(value: float, ctx: RankContext) -> float:
+def _mean_over_ranks(values: List[float], ctx: RankContext) -> List[float]:
     if not ctx.distributed or ctx.world_size == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     dist.all_reduce(t)                     # SUM: gloo has no AVG
-    return float(t.item()) / ctx.world_size
+    return [v / ctx.world_size for v in t.tolist()]
 
 
 def peak_flops(train, device_type: str) -> tuple:

@@ -24,6 +24,7 @@ class JobComposer:
         self.loader, self.master = config_loader, master
         self.parser = OverridesParser.create()
         self.templates: Dict[Tuple[str, ...], DictConfig] = {}
+        self.groups: Dict[str, bool] = {}     # override key -> is a config group (a look on disk)
 
     def compose(self, overrides: Sequence[str], index: int) -> DictConfig:
         parsed = self.parser.parse_overrides(list(overrides))
@@ -39,7 +40,10 @@ class JobComposer:
         return cfg
 
     def _is_group(self, override: Override) -> bool:
-        return self.loader.repository.group_exists(override.key_or_group)
+        key = override.key_or_group
+        if key not in self.groups:
+            self.groups[key] = self.loader.repository.group_exists(key)
+        return self.groups[key]
 
     def _record_overrides(self, cfg: DictConfig, parsed: List[Override]) -> None:
         """What Hydra's composition writes under hydra.overrides and hydra.job.override_dirname."""

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from sweeper import display, sinks
 from sweeper.plan import Trial, halved
+from sweeper.redact import redact
 from sweeper.results import write_summary, write_trial
 from sweeper.trial import base_record
 
@@ -52,6 +53,7 @@ class Sweep:
         self.summary_stale = False
 
     def finish(self, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> None:
+        record = redact(record)     # the summary, the progress line and the sinks read this copy too
         write_trial(self.run, record, config, files)
         self.records[record["trial_id"]] = record
         self.summary_stale = True
