@@ -66,13 +66,30 @@ def run_analysis_config(run: Path) -> AnalysisConfig:
     return analysis_config(values.get("analysis"))
 
 
-def build(run: Path, cfg: AnalysisConfig, n_resamples: int = 2000) -> Report:
+_ANALYSES: Dict[tuple, tuple] = {}
+
+
+def analyze_run(run: Path, cfg: AnalysisConfig, n_resamples: int = 2000) -> tuple:
+    """(RunData, Analysis) of a run folder, computed once for the report and the W&B summary
+    run alike (the bootstrap is most of a sweep's closing seconds); a rewritten summary or
+    other settings compute it afresh."""
     from sweeper.analysis.cells import analyze, load_run
+
+    summary = Path(run) / "summary.parquet"
+    stamp = summary.stat().st_mtime_ns if summary.exists() else None
+    key = (str(Path(run).resolve()), repr(cfg), n_resamples, stamp)
+    if key not in _ANALYSES:
+        data = load_run(run)
+        _ANALYSES.clear()                  # one run at a time: keep only the latest
+        _ANALYSES[key] = (data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples))
+    return _ANALYSES[key]
+
+
+def build(run: Path, cfg: AnalysisConfig, n_resamples: int = 2000) -> Report:
     from sweeper.analysis.recommend import format_recommendation, recommend
     from sweeper.report import figures, tables
 
-    data = load_run(run)
-    analysis = analyze(data.summary, data.steps, cfg, n_resamples=n_resamples)
+    data, analysis = analyze_run(run, cfg, n_resamples)
     figs = [
         FigureOut("steps", "Step-time distribution per cell", *figures.step_distributions(data.steps, analysis)),
         FigureOut("heatmap", "Heatmap over two swept axes", *figures.heatmap(analysis, cfg.heatmap)),

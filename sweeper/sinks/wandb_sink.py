@@ -121,13 +121,11 @@ def on_sweep_end(run: Path, records: List[Dict[str, Any]], root: Dict[str, Any])
     wandb = _import() if cfg and records else None
     if wandb is None:
         return
-    from sweeper.analysis.cells import analyze, load_run
     from sweeper.analysis.recommend import format_recommendation, recommend
-    from sweeper.report import FIGURES_DIR, analysis_config
+    from sweeper.report import FIGURES_DIR, analysis_config, analyze_run
 
     acfg = analysis_config(root.get("analysis"))
-    data = load_run(run)
-    analysis = analyze(data.summary, data.steps, acfg)
+    data, analysis = analyze_run(run, acfg)
     wb_run = _init(wandb, run, cfg, group=records[0].get("run_id") or run.name, job_type="summary",
                    name=f"{records[0].get('run_id') or run.name}-summary",
                    config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": acfg.metric,
