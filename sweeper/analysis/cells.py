@@ -193,17 +193,18 @@ def cell_table(summary: pd.DataFrame, steps: pd.DataFrame, n_resamples: int = 20
     summary = normalise(summary)
     axes = swept_axes(summary)
     measured = _measured(steps)
+    by_trial = dict(tuple(measured.groupby("trial_id"))) if not measured.empty else {}   # once, not per cell
     rows = []
     for cell_id, trials in summary.groupby("cell_id", sort=False):
         ok = trials[trials["status"] == "ok"]
-        groups = [g for _, g in measured[measured["trial_id"].isin(ok["trial_id"])].groupby("trial_id")]
+        groups = [by_trial[t] for t in sorted(set(ok["trial_id"])) if t in by_trial]
         per_repeat = [g["step_s"].to_numpy(float) for g in groups]
         items = [g["items"].to_numpy(float) if "items" in g else np.full(len(g), np.nan) for g in groups]
         row = {"cell_id": cell_id, "cell": cell_label({a: trials[a].iloc[0] for a in axes}) or cell_id,
                **{a: trials[a].iloc[0] for a in axes}, "is_baseline": bool(trials["is_baseline"].any()),
                "repeats": len(ok), "failed": int(len(trials) - len(ok))}
         row.update(_cell_statistics(per_repeat, items, ok, n_resamples, seed))
-        row.update(_resource_columns(trials, measured))
+        row.update(_resource_columns(trials, by_trial))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -217,9 +218,11 @@ def _cell_statistics(per_repeat, items, ok: pd.DataFrame, n_resamples: int, seed
         out["ci_over"] = "none"
         return out
     over_repeats = len(per_repeat) >= 2
+    pooled = stats.hierarchical_cis(per_repeat, CELL_STATISTICS, n_resamples=n_resamples, seed=seed) \
+        if over_repeats else {}
     for name in CELL_STATISTICS:
         if over_repeats:
-            point, low, high = stats.hierarchical_ci(per_repeat, name, n_resamples=n_resamples, seed=seed)
+            point, low, high = pooled[name]
         else:
             point = _point(per_repeat[0], name)
             low, high = stats.bootstrap_ci(per_repeat[0], name, n_resamples=n_resamples, seed=seed)
@@ -271,9 +274,8 @@ def _steps_max(steps: pd.DataFrame, column: str) -> float:
     return float(steps[column].max()) if column in steps.columns and steps[column].notna().any() else math.nan
 
 
-def _resource_columns(trials: pd.DataFrame, steps: pd.DataFrame) -> Dict[str, float]:
+def _resource_columns(trials: pd.DataFrame, by_trial: Dict[str, pd.DataFrame]) -> Dict[str, float]:
     """Per cell, the worst repeat's peak memory (GB) and the CPUs the trial asked for."""
-    by_trial = dict(tuple(steps.groupby("trial_id"))) if not steps.empty else {}
     ok = trials[trials["status"] == "ok"]
     memory = [trial_memory(row, by_trial.get(row["trial_id"])) for _, row in ok.iterrows()]
     out = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
 from scipy import stats
@@ -156,23 +156,14 @@ def throughput_ci(step_seconds: Sequence[float], items_per_step: Union[float, Se
     return point, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _ratio_of_medians(a, b, axis=-1):
-    return np.median(b, axis=axis) / np.median(a, axis=axis)
+def _median(x, axis=-1):
+    return np.median(x, axis=axis)
 
 
 def ratio_of_medians_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
                         n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """median(b) / median(a) with a bootstrap interval (each group resampled on its own)."""
-    a, b = _clean(a), _clean(b)
-    if a.size == 0 or b.size == 0:
-        return math.nan, math.nan, math.nan
-    ratio = float(_ratio_of_medians(a, b))
-    if a.size < 2 or b.size < 2:
-        return ratio, math.nan, math.nan
-    res = stats.bootstrap((a, b), _ratio_of_medians, n_resamples=n_resamples,
-                          confidence_level=confidence, method="percentile",
-                          rng=np.random.default_rng(seed))
-    return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return ratio_ci(a, b, _median, confidence, n_resamples, seed)
 
 
 def _ratio_of(fn):
@@ -238,18 +229,28 @@ def hierarchical_ci(repeats: Sequence[Sequence[float]], statistic: Statistic = "
     (point, low, high); the bounds are nan below 2 repeats, where only a bootstrap over
     steps is possible and it would hide the between-process spread.
     """
-    fn = _statistic(statistic)
+    return hierarchical_cis(repeats, [statistic], confidence, n_resamples, seed)[statistic]
+
+
+def hierarchical_cis(repeats: Sequence[Sequence[float]], statistics: Sequence[Statistic],
+                     confidence: float = 0.95, n_resamples: int = 2000,
+                     seed: int = 0) -> Dict[Statistic, tuple[float, float, float]]:
+    """`hierarchical_ci` of several statistics over the same resamples: the indices are
+    drawn once (they are most of the cost) and each statistic gets the draws it would get alone."""
+    fns = {name: _statistic(name) for name in statistics}
     parts = [x for x in map(_clean, repeats) if x.size]
     if not parts:
-        return math.nan, math.nan, math.nan
+        return {name: (math.nan, math.nan, math.nan) for name in fns}
     pooled = np.concatenate(parts)
-    point = float(fn(pooled))
+    points = {name: float(fn(pooled)) for name, fn in fns.items()}
     if len(parts) < 2:
-        return point, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = np.concatenate([fn(pooled[idx], axis=-1)
-                            for idx in _hierarchical_indices(rng, [p.size for p in parts], n_resamples)])
-    return (point, *_percentile_interval(draws, confidence))
+        return {name: (points[name], math.nan, math.nan) for name in fns}
+    draws: Dict[Statistic, list] = {name: [] for name in fns}
+    for idx in _hierarchical_indices(np.random.default_rng(seed), [p.size for p in parts], n_resamples):
+        sample = pooled[idx]
+        for name, fn in fns.items():
+            draws[name].append(fn(sample, axis=-1))
+    return {name: (points[name], *_percentile_interval(np.concatenate(d), confidence)) for name, d in draws.items()}
 
 
 def hierarchical_throughput_ci(repeat_seconds: Sequence[Sequence[float]],
