@@ -6,7 +6,7 @@ has costs milliseconds, and the child still shares nothing with the last trial
 (it is a new process, copy-on-write from a parent that never ran a trial).
 CUDA is never initialised here, so each child can start it for its own GPUs.
 
-    python -m sweeper._zygote <socket path>
+    python -m sweeper._zygote <socket path, or @name for an abstract socket>
 
 It listens on a Unix socket before it imports anything, so hosts can connect while
 it warms up; it writes {"ready": pid} on stdout once its imports are done. One
@@ -33,6 +33,11 @@ from typing import Dict, Optional
 # Imported once here so each trial's fork starts warm; none of them initialises CUDA.
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "webdataset", "sweeper.trial",
            "sweeper.fingerprint", "sweeper.measure.build", "workloads.dataloader", "workloads.train_step")
+
+
+def socket_address(path: str) -> str:
+    """A Unix socket path, or "@name" for Linux's abstract namespace (argv cannot carry its NUL)."""
+    return "\0" + path[1:] if path.startswith("@") else path
 
 
 def die_with_parent() -> None:
@@ -191,7 +196,7 @@ def main() -> None:
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the driver's to handle
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(sys.argv[1])
+    listener.bind(socket_address(sys.argv[1]))
     listener.listen(128)
     ready = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                    # stray prints go to stderr

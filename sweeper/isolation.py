@@ -19,10 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from sweeper._zygote import socket_address
 from sweeper.trial import LOG_FILE, RECORD_FILE, base_record
 
 LOG_TAIL_LINES = 40
@@ -71,7 +73,9 @@ class TrialHost:
     def _ensure_zygote(self) -> None:
         if not self.owns_zygote or (self.proc is not None and self.proc.poll() is None):
             return
-        self.socket_path = os.path.join(tempfile.mkdtemp(prefix="sweeper-z-"), "zygote.sock")
+        # an abstract socket ("@" for the leading NUL): nothing on disk to leave behind when a
+        # Ray worker is killed with its zygote
+        self.socket_path = f"@sweeper-zygote-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.proc = start_zygote(self.socket_path, stdout=subprocess.PIPE)
         _LineReader(self.proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)   # {"ready": pid}
 
@@ -81,13 +85,14 @@ class TrialHost:
             self.proc.wait(timeout=10)
         self.proc = None
 
+
     def _connect(self) -> socket.socket:
         """The zygote binds its socket within milliseconds of starting; wait that long at most."""
         deadline = time.monotonic() + 10
         while True:
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                conn.connect(self.socket_path)
+                conn.connect(socket_address(self.socket_path))
                 return conn
             except (FileNotFoundError, ConnectionRefusedError):
                 conn.close()

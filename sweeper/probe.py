@@ -311,12 +311,12 @@ class Probe:
             for row, value in zip(spans, values):
                 row[column] = float(value)
 
-    def measured(self) -> List[Dict[str, Any]]:
-        return [r for r in self.rows if not r["warmup"] and not r.get("aborted")]
+    def measured(self, rows: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
+        return [r for r in (self.rows if rows is None else rows) if not r["warmup"] and not r.get("aborted")]
 
-    def summary(self) -> Dict[str, Any]:
-        """Figures over the measured (non-warm-up) steps."""
-        rows = self.measured()
+    def summary(self, rows: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+        """Figures over the measured (non-warm-up) steps; `rows`: self.rows, when already read."""
+        rows = self.measured(rows)
         out: Dict[str, Any] = {"steps": len(rows), "warmup_steps": sum(1 for r in self._rows if r["warmup"])}
         if not rows:
             return out

@@ -18,7 +18,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
@@ -144,12 +144,14 @@ def read_records(run: Path) -> List[Dict[str, Any]]:
     return out
 
 
-def load(path: str | os.PathLike) -> Tuple["pandas.DataFrame", "pandas.DataFrame"]:
-    """(summary, steps) of a run folder as pandas DataFrames; steps has a trial_id column."""
+def load(path: str | os.PathLike, records: Optional[List[Dict[str, Any]]] = None
+         ) -> Tuple["pandas.DataFrame", "pandas.DataFrame"]:
+    """(summary, steps) of a run folder as pandas DataFrames; steps has a trial_id column.
+    `records`: the folder's read_records(), when the caller has them already."""
     import pandas as pd
 
     run = Path(path)
-    records = read_records(run)
+    records = read_records(run) if records is None else records
     parquet = run / f"{SUMMARY_BASENAME}.parquet"
     summary = pd.read_parquet(parquet) if parquet.exists() else None
     if summary is None or len(summary) < len(records):   # a sweep stopped between summary rewrites

@@ -139,6 +139,7 @@ def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
     record["started_at"] = time.time()
     cfg: TrialConfig = spec["config"]
     probe = Probe(warmup_steps=cfg.workload.warmup_steps)   # replaced once the device is known
+    rows = None
     try:
         from sweeper.fingerprint import fingerprint
 
@@ -147,8 +148,9 @@ def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
         probe = build_probe(cfg, scratch)
         with probe:     # sampler and profile run around the workload and stop even when it raises
             extra = load_workload(cfg.workload.target)(cfg, probe) or {}
+        rows = probe.rows                     # read back once: the summary and steps.parquet share them
         record["figures"] = {**probe.figures, **extra}
-        record["summary"] = probe.summary()
+        record["summary"] = probe.summary(rows)
         record["status"] = "ok"
     except Exception as exc:   # a failed trial is a row: keep its type and message
         record["status"] = failure_status(exc)
@@ -159,7 +161,8 @@ def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
     probe.stop()
     record["warnings"] = probe.warnings
     record["ended_at"] = time.time()
-    rows = probe.rows
+    if rows is None:
+        rows = probe.rows
     if rows:
         write_steps(scratch / STEPS_FILE, redact(rows))   # parquet cannot be patched after it is written
     write_json_atomic(scratch / RECORD_FILE, record)

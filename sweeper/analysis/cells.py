@@ -58,8 +58,8 @@ def load_run(path) -> RunData:
     """A run folder as frames; trial-level figures and start times join the summary."""
     from sweeper.results import load, read_records
 
-    summary, steps = load(path)
     records = read_records(Path(path))
+    summary, steps = load(path, records)
     return RunData(Path(path), with_record_fields(summary, records), steps, records)
 
 

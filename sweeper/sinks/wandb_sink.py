@@ -13,6 +13,7 @@ the root config into W&B, only the trial's own swept values and resources.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -27,8 +28,9 @@ _SUMMARY_KEYS = ("step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "items_pe
 
 
 def _settings(root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    cfg = {"enabled": True, "mode": "offline", "project": "sweeper", "entity": None, "dir": None,
-           "log_steps": True, **(root.get("wandb") or {})}
+    from sweeper.schema import WandbConfig
+
+    cfg = {**dataclasses.asdict(WandbConfig()), **(root.get("wandb") or {})}
     return cfg if cfg["enabled"] and cfg["mode"] != "disabled" else None
 
 
