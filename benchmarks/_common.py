@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -111,12 +110,6 @@ def median(values: Sequence[float]) -> float:
 
 
 # -- the machine and the table ------------------------------------------------------
-def _cpu_model() -> str:
-    from sweeper.fingerprint import cpu_model
-
-    return cpu_model()
-
-
 def _memory_gib() -> float:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -127,17 +120,13 @@ def _memory_gib() -> float:
     return float("nan")
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "-"
-
-
 def machine() -> Dict[str, str]:
-    return {"cpus": str(os.cpu_count()), "cpu": _cpu_model(), "memory": f"{_memory_gib():.1f} GiB",
-            "python": platform.python_version(), "torch": _version("torch"), "ray": _version("ray"),
-            "hydra-core": _version("hydra-core"), "host": platform.node()}
+    from sweeper.fingerprint import cpu_model, package_versions
+
+    versions = package_versions(("torch", "ray", "hydra-core"))
+    return {"cpus": str(os.cpu_count()), "cpu": cpu_model(), "memory": f"{_memory_gib():.1f} GiB",
+            "python": platform.python_version(), "torch": versions.get("torch", "-"),
+            "ray": versions.get("ray", "-"), "hydra-core": versions.get("hydra-core", "-"), "host": platform.node()}
 
 
 def machine_line() -> str:
