@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.errors import ConfigError
-from sweeper.schema import TrialConfig, swept_value, trial_dict
+from sweeper.schema import TRIAL_SECTIONS, TrialConfig, swept_value, trial_config
+from sweeper.spec import Wants, spec_for
 
-# Keys that say where or how a run happens, not what a trial measures: left out of the id.
-_ID_EXCLUDED = {("data", "cache_dir"), ("resources", "timeout_s"), ("resources", "on_oom"),
-                ("resources", "max_retries"), ("train", "dist_timeout_s")}
+# Keys that say where or how a run happens, not what a trial measures: never part of the id.
+_ID_EXCLUDED = {"data.cache_dir", "resources.timeout_s", "resources.on_oom", "resources.max_retries",
+                "resources.memory_limit_gb", "train.dist_timeout_s", "workload.spec"}
 
 
 @dataclass(frozen=True)
@@ -45,22 +46,55 @@ class Trial:
     cell_id: str = ""
     repeat: int = 0
     is_baseline: bool = False
+    workload: str = ""                 # its spec's name
 
     def spec(self, sweep: str, run_id: str, driver_pid: Optional[int] = None) -> Dict[str, Any]:
         """What the trial runner (sweeper.trial.execute) receives."""
+        workload = spec_for(self.config.workload)
         return {"trial_id": self.trial_id, "cell_id": self.cell_id, "repeat": self.repeat,
                 "is_baseline": self.is_baseline, "index": self.index, "config": self.config,
                 "overrides": self.overrides, "swept": self.swept, "num_cpus": self.num_cpus,
-                "num_gpus": self.num_gpus, "sweep": sweep, "run_id": run_id, "driver_pid": driver_pid}
+                "num_gpus": self.num_gpus, "sweep": sweep, "run_id": run_id, "driver_pid": driver_pid,
+                "workload_spec": workload.describe(), "preload": list(workload.preload)}
 
 
-def cell_id(cfg: TrialConfig) -> str:
-    """Stable hash of what the trial measures: the same grid point gets the same id in every run."""
-    values = trial_dict(cfg)
-    for section, key in _ID_EXCLUDED:
-        values[section].pop(key, None)
-    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
+def cell_id(cfg: TrialConfig, workload: str) -> str:
+    """Stable id of what a trial measures: its workload's name and the settings in which it
+    differs from the schema's defaults, in the sections it carries (docs/record.md).
+
+    A key the tool gains later has a default, and a section this workload does not use
+    is not in its config, so neither renames an existing cell."""
+    canonical = json.dumps({"workload": workload, "settings": cell_settings(cfg)}, sort_keys=True,
+                           separators=(",", ":"), default=str)
     return hashlib.sha1(canonical.encode()).hexdigest()[:12]
+
+
+def cell_settings(cfg: TrialConfig) -> Dict[str, Any]:
+    """Dotted key -> value of every measured setting that differs from its default."""
+    out: Dict[str, Any] = {}
+    for section in TRIAL_SECTIONS:
+        value = getattr(cfg, section)
+        if value is not None:
+            out.update(_non_default(value, type(value)(), section))
+    return {k: v for k, v in out.items() if k not in _ID_EXCLUDED}
+
+
+def _non_default(value: Any, default: Any, prefix: str) -> Dict[str, Any]:
+    if dataclasses.is_dataclass(value):
+        out: Dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            out.update(_non_default(getattr(value, f.name), getattr(default, f.name, _MISSING), f"{prefix}.{f.name}"))
+        return out
+    if isinstance(value, dict) and value:
+        base = default if isinstance(default, dict) else {}
+        out = {}
+        for key, item in value.items():
+            out.update(_non_default(item, base.get(key, _MISSING), f"{prefix}.{key}"))
+        return out
+    return {} if value == default else {prefix: value}
+
+
+_MISSING = object()
 
 
 def override_key(override: str) -> str:
@@ -86,25 +120,16 @@ def swept_values(cfg: TrialConfig, keys: Sequence[str]) -> Dict[str, Any]:
     return {k: swept_value(cfg, k) for k in keys}
 
 
-def wanted_cpus(cfg: TrialConfig) -> float:
-    """A loader with N workers keeps N + 1 processes busy, on each of the trial's ranks."""
-    if cfg.resources.cpus is not None:
-        return float(cfg.resources.cpus)
-    return float((cfg.data.num_workers + 1) * cfg.train.world_size)
-
-
-def wanted_gpus(cfg: TrialConfig, cluster: ClusterShape) -> float:
-    """One GPU per rank: a trial of world size N gets its N GPUs as one task, on one node."""
-    if cfg.resources.gpus is not None:
-        return float(cfg.resources.gpus)
-    return float(cfg.train.world_size) if cluster.has_gpus else 0.0
-
-
-def request(cfg: TrialConfig, cluster: ClusterShape) -> tuple[float, float]:
-    """(num_cpus, num_gpus) for Ray, shaped by the isolation mode."""
+def request(cfg: TrialConfig, wants: Wants, cluster: ClusterShape) -> tuple[float, float]:
+    """(num_cpus, num_gpus) for the executor: the workload's wants, the user's explicit
+    resources.cpus/gpus, shaped by the isolation mode and the cluster."""
     biggest = max(cluster.node_cpus, default=1.0)
-    cpus = min(wanted_cpus(cfg), biggest)        # a 2-core laptop still runs num_workers=8
-    gpus = wanted_gpus(cfg, cluster)
+    wanted = float(cfg.resources.cpus) if cfg.resources.cpus is not None else wants.cpus
+    cpus = min(wanted, biggest)        # a 2-core laptop still runs num_workers=8
+    if cfg.resources.gpus is not None:
+        gpus = float(cfg.resources.gpus)
+    else:
+        gpus = wants.gpus if cluster.has_gpus else 0.0
     mode = cfg.resources.isolation
     if mode == "node":
         # Asking for a whole node's CPUs keeps other trials off it while this one runs.
@@ -124,15 +149,19 @@ def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape) -
 
 
 def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:
-    """One Trial per job (overrides, checked config): the grid points, repeat 0, in grid order."""
+    """One Trial per job (overrides, checked config): the grid points, repeat 0, in grid order.
+    Each trial gets its own config with only the sections its workload's spec names."""
     cells, keys = [], swept_keys([o for o, _ in jobs])
-    for index, (overrides, cfg) in enumerate(jobs):
-        cpus, gpus = request(cfg, cluster)
-        cid = cell_id(cfg)
+    for index, (overrides, root) in enumerate(jobs):
+        spec = spec_for(root.workload)
+        spec.validate(root)
+        cfg = trial_config(root, spec.sections)
+        cpus, gpus = request(cfg, spec.resources(cfg), cluster)
+        cid = cell_id(cfg, spec.name)
         cells.append(Trial(
             index=index, trial_id=f"{cid}-0", overrides=list(overrides),
-            swept=swept_values(cfg, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
-            infeasible=infeasible_reason(cpus, gpus, cluster), cell_id=cid,
+            swept=swept_values(root, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
+            infeasible=infeasible_reason(cpus, gpus, cluster), cell_id=cid, workload=spec.name,
         ))
     return cells
 
@@ -197,21 +226,17 @@ def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clus
     return expand_repeats(cells, repeats, base, double, order, seed)
 
 
-def halved(trial: Trial) -> Optional[Trial]:
-    """The retry of an out-of-memory trial: half the micro-batch and twice the accumulation
-    (as accelerate's find_executable_batch_size), or half the loader batch; None at 1."""
-    cfg = copy.deepcopy(trial.config)
-    train = getattr(cfg, "train", None)
-    if train is not None and getattr(train, "micro_batch", 1) > 1 and cfg.workload.target.endswith("train_step:run"):
-        train.micro_batch //= 2
-        train.accum_steps *= 2
-        extra = [f"train.micro_batch={train.micro_batch}", f"train.accum_steps={train.accum_steps}"]
-    elif cfg.data.batch_size > 1:
-        cfg.data.batch_size //= 2
-        extra = [f"data.batch_size={cfg.data.batch_size}"]
-    else:
+def shrunk(trial: Trial) -> Optional[Trial]:
+    """The retry of an out-of-memory trial, as its workload's spec shrinks it; None when it cannot."""
+    spec = spec_for(trial.config.workload)
+    changes = spec.shrink(trial.config) if spec.shrink is not None else None
+    if not changes:
         return None
-    keys = {override_key(o) for o in extra}
-    overrides = [o for o in trial.overrides if override_key(o) not in keys] + extra
-    cid = cell_id(cfg)
+    cfg = copy.deepcopy(trial.config)
+    for dotted, value in changes.items():
+        section, _, key = dotted.rpartition(".")
+        setattr(swept_value(cfg, section), key, value)
+    extra = [f"{k}={v}" for k, v in changes.items()]
+    overrides = [o for o in trial.overrides if override_key(o) not in changes] + extra
+    cid = cell_id(cfg, spec.name)
     return dataclasses.replace(trial, config=cfg, cell_id=cid, trial_id=f"{cid}-{trial.repeat}", overrides=overrides)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
+from sweeper.record import TrialRecord, UnreadableRecord, as_dicts
 from sweeper.redact import redact, redact_file, secrets
 
 if TYPE_CHECKING:
@@ -30,10 +31,13 @@ if TYPE_CHECKING:
 TRIAL_JSON = "trial.json"
 SUMMARY_BASENAME = "summary"
 
-# Summary columns taken from the record's figures and summary, in display order.
-_FIGURES = ("time_to_first_batch_s", "pin_memory_effective", "device", "tokens_per_s", "mfu",
-            "loss_initial", "loss_final", "peak_memory_allocated_gb", "peak_memory_reserved_gb", "peak_rss_gb")
+# The probe's figures every summary row has, in display order; a workload's own scalar
+# figures follow under their own names.
 _SUMMARY = ("items_per_s", "step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "steps")
+# summary.parquet's layout, in its metadata: 2 = a row per TrialRecord, any workload's figures.
+SUMMARY_VERSION = 2
+READABLE_SUMMARY_VERSIONS = (1, 2)   # 1: before the version was written (no metadata)
+_VERSION_KEY = b"sweeper.summary_version"
 
 
 def run_dir(results_dir: str, sweep: str, run_id: str) -> Path:
@@ -50,20 +54,21 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_trial(run: Path, record: Dict[str, Any], config: Dict[str, Any], files: Dict[str, bytes]) -> Path:
-    """Writes a whole trial folder, replacing any earlier one for the same trial id."""
+def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: Dict[str, bytes]) -> Path:
+    """Writes a whole trial folder, replacing any earlier one for the same trial id. The
+    record was redacted where it entered the driver; the config and files are redacted here."""
     found = secrets()
-    record, config = redact(record, found), redact(config, found)
+    config = redact(config, found)
     files = {name: redact_file(name, data, found) for name, data in files.items()}
-    final = trial_dir(run, record["trial_id"])
+    final = trial_dir(run, record.trial_id)
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".staging-{record['trial_id']}-{uuid.uuid4().hex[:8]}"
+    staging = final.parent / f".staging-{record.trial_id}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
     (staging / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for name, data in files.items():
         (staging / name).write_bytes(data)
-    record = {**record, "files": sorted(files)}
-    (staging / TRIAL_JSON).write_text(json.dumps(_finite(record), indent=2, sort_keys=True, default=str))
+    record.files = sorted(files)
+    (staging / TRIAL_JSON).write_text(json.dumps(_finite(record.to_dict()), indent=2, sort_keys=True, default=str))
     _swap_in(staging, final)
     return final
 
@@ -90,35 +95,56 @@ def _finite(value: Any) -> Any:
 
 
 def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
-    """One flat row per trial: swept values, resources, headline figures, status."""
+    """One flat row per trial: swept values, resources, the probe's headline figures, the
+    workload's own scalar figures, status."""
     row: Dict[str, Any] = {"trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
                            "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
-                           "status": record["status"]}
+                           "status": record["status"], "workload": (record.get("workload_spec") or {}).get("name")}
     row.update({k: v for k, v in record.get("swept", {}).items()})
     resources = record.get("resources", {})
     row.update({"isolation": resources.get("isolation"), "num_cpus": resources.get("num_cpus"),
                 "num_gpus": resources.get("num_gpus"), "threads": resources.get("threads")})
-    figures, summary = record.get("figures", {}), record.get("summary", {})
-    row.update({k: figures.get(k) for k in _FIGURES})
+    summary = record.get("summary", {})
     row.update({k: summary.get(k) for k in _SUMMARY})
     row.update({k: v for k, v in summary.items() if k.startswith("phase_")})
+    row.update({k: v for k, v in (record.get("figures") or {}).items()
+                if k not in row and isinstance(v, (int, float, bool, str))})
     row.update({"error_type": record.get("error_type"), "error_message": record.get("error_message"),
                 "overrides": " ".join(record.get("overrides", [])), "pid": record.get("pid"),
                 "host": (record.get("fingerprint") or {}).get("host")})
     return row
 
 
-def write_summary(run: Path, records: Iterable[Dict[str, Any]]) -> Path:
+def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
     import pandas as pd
 
-    frame = _parquet_safe(pd.DataFrame([summary_row(r) for r in records]))
+    return _parquet_safe(pd.DataFrame([summary_row(r) for r in as_dicts(records)]))
+
+
+def write_summary(run: Path, records: Iterable[Any]) -> Path:
+    """summary.parquet (its layout version in the file's metadata) and summary.csv, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = summary_frame(records)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           _VERSION_KEY: str(SUMMARY_VERSION).encode()})
     run.mkdir(parents=True, exist_ok=True)
     parquet = run / f"{SUMMARY_BASENAME}.parquet"
     tmp = run / f".{SUMMARY_BASENAME}.parquet.tmp"
-    frame.to_parquet(tmp, index=False)
+    pq.write_table(table, tmp)
     os.replace(tmp, parquet)
     write_bytes_atomic(run / f"{SUMMARY_BASENAME}.csv", frame.to_csv(index=False).encode())
     return parquet
+
+
+def summary_version(path: Path) -> int:
+    """The layout version a summary.parquet was written with (1: written before versions)."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    return int(metadata.get(_VERSION_KEY, b"1"))
 
 
 def _parquet_safe(frame):
@@ -140,8 +166,18 @@ def read_records(run: Path) -> List[Dict[str, Any]]:
         path = folder / TRIAL_JSON
         if folder.name.startswith(".") or not path.exists():
             continue
-        out.append(json.loads(path.read_text()))
+        out.append(TrialRecord.from_dict(json.loads(path.read_text())).to_dict())
     return out
+
+
+def _readable(parquet: Path) -> bool:
+    """True for a summary layout this sweeper reads; False for an older one (rebuilt from the
+    trial records, which are the durable truth); a newer one is refused by name."""
+    version = summary_version(parquet)
+    if version > SUMMARY_VERSION:
+        raise UnreadableRecord(f"{parquet}: summary version {version}; this sweeper reads up to "
+                               f"{SUMMARY_VERSION}: upgrade sweeper to read it")
+    return version == SUMMARY_VERSION
 
 
 def load(path: str | os.PathLike, records: Optional[List[Dict[str, Any]]] = None
@@ -153,9 +189,9 @@ def load(path: str | os.PathLike, records: Optional[List[Dict[str, Any]]] = None
     run = Path(path)
     records = read_records(run) if records is None else records
     parquet = run / f"{SUMMARY_BASENAME}.parquet"
-    summary = pd.read_parquet(parquet) if parquet.exists() else None
+    summary = pd.read_parquet(parquet) if parquet.exists() and _readable(parquet) else None
     if summary is None or len(summary) < len(records):   # a sweep stopped between summary rewrites
-        summary = _parquet_safe(pd.DataFrame([summary_row(r) for r in records]))
+        summary = summary_frame(records)
     frames = []
     for record in records:
         steps = trial_dir(run, record["trial_id"]) / "steps.parquet"

@@ -7,17 +7,19 @@ the edge. Nothing here imports Hydra, Ray or torch: trial workers unpickle these
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.errors import ConfigError
 
 ISOLATION_MODES = ("node", "gpu", "pack")
 DEVICES = ("auto", "cpu", "cuda")
 ORDERS = ("interleaved", "grid")
+EXECUTORS = ("ray", "local")
 ON_OOM = ("record", "halve")
-METRICS = ("p50", "p95")
+METRICS = ("throughput", "p50", "p95")
 WANDB_MODES = ("offline", "online", "disabled")
 PROFILES = ("none", "torch", "pyspy", "nsys")
 
@@ -62,6 +64,7 @@ class DataConfig:
 class WorkloadConfig:
     # `target` is "module:function"; the function gets (cfg, probe) and may return a dict of extra figures.
     target: str = "workloads.dataloader:run"
+    spec: Optional[str] = None           # "module:NAME" of its WorkloadSpec; null: SPEC in the target's module, or the default
     steps: int = 100                     # measured steps, after warm-up
     warmup_steps: int = 10               # recorded, flagged, excluded from statistics
     device: str = "auto"                 # auto: cuda when the trial was given a GPU
@@ -137,7 +140,7 @@ class AnalysisConfig:
     baseline: Optional[str] = None       # "data.num_workers=0 data.pin_memory=false"; null: nearest PyTorch defaults
     alpha: float = 0.05                  # significance level, after Holm across cells
     min_effect: float = 0.05             # smallest change worth a verdict: 0.05 = 5%
-    metric: str = "p50"                  # per-repeat step-time quantile compared: p50 or p95
+    metric: str = "throughput"           # what verdicts judge: throughput (items/s per repeat), p50 or p95
     heatmap: List[str] = field(default_factory=list)  # two dotted keys; empty: the first two swept axes
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
 
@@ -282,18 +285,21 @@ class ProbeConfig:
 
 @dataclass
 class TrialConfig:
-    """What one trial receives: everything that shapes its measurement."""
+    """What one trial receives: everything that shapes its measurement. A trial's own copy
+    carries only the workload sections its spec names (the others are None)."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
-    data: DataConfig = field(default_factory=DataConfig)
+    data: Optional[DataConfig] = field(default_factory=DataConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: Optional[TrainConfig] = field(default_factory=TrainConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def check(self) -> None:
         self.workload.check()
-        self.data.check()
+        if self.data is not None:
+            self.data.check()
         self.resources.check()
-        self.train.check(self.data)
+        if self.train is not None:
+            self.train.check(self.data)
         self.probe.check()
 
 
@@ -309,6 +315,8 @@ class RootConfig(TrialConfig):
     order: str = "interleaved"           # interleaved: shuffled rounds, so drift is not an effect; grid: in order
     order_seed: int = 0
     resume: Optional[str] = None         # a run id under results/<sweep>/, or "latest": re-run only what is missing or failed
+    executor: str = "ray"                # ray: trials as Ray tasks, each in a process of its own; local: one at a
+                                         # time inside this process (for a debugger or a profiler; no timeouts)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
@@ -319,6 +327,7 @@ class RootConfig(TrialConfig):
         self.wandb.check()
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
+        _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")
 
 
 def _build(cls, values: Dict[str, Any], prefix: str):
@@ -328,7 +337,7 @@ def _build(cls, values: Dict[str, Any], prefix: str):
     for key, value in values.items():
         _require(key in known, f"{prefix}{key}", f"unknown key; valid keys: {sorted(known)}")
         sub = known[key].type
-        sub_cls = _SECTIONS.get(sub) if isinstance(sub, str) else None
+        sub_cls = _SECTIONS.get(sub.replace("Optional[", "").rstrip("]")) if isinstance(sub, str) else None
         kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
     return cls(**kwargs)
 
@@ -341,6 +350,7 @@ _SECTIONS = {
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")
+CORE_SECTIONS = ("workload", "resources", "probe")     # every trial carries these
 
 
 def trial_config_from_dict(values: Dict[str, Any]) -> TrialConfig:
@@ -359,7 +369,14 @@ def root_config_from_dict(values: Dict[str, Any]) -> RootConfig:
 
 
 def trial_dict(cfg: TrialConfig) -> Dict[str, Any]:
-    return {k: dataclasses.asdict(getattr(cfg, k)) for k in TRIAL_SECTIONS}
+    """The trial's sections as plain dicts (a section it does not carry is left out)."""
+    return {k: dataclasses.asdict(getattr(cfg, k)) for k in TRIAL_SECTIONS if getattr(cfg, k) is not None}
+
+
+def trial_config(root: TrialConfig, sections: Sequence[str]) -> TrialConfig:
+    """A trial's own config: the core sections and the workload sections its spec names."""
+    kept = {k: copy.deepcopy(getattr(root, k)) for k in TRIAL_SECTIONS if k in CORE_SECTIONS or k in sections}
+    return TrialConfig(**{k: kept.get(k) for k in TRIAL_SECTIONS})
 
 
 def swept_value(cfg: TrialConfig, dotted: str) -> Any:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from sweeper.probe import Probe
+from sweeper.record import TrialRecord
 from sweeper.redact import redact
 from sweeper.schema import TrialConfig
 
-RECORD_VERSION = 1
 RECORD_FILE = "record.json"
 STEPS_FILE = "steps.parquet"
 LOG_FILE = "trial.log"
@@ -112,58 +112,42 @@ def write_steps(path: Path, rows: list) -> None:
     os.replace(tmp, path)
 
 
-def base_record(spec: Dict[str, Any]) -> Dict[str, Any]:
-    return {
-        "record_version": RECORD_VERSION,
-        "trial_id": spec["trial_id"], "cell_id": spec.get("cell_id"), "repeat": spec.get("repeat", 0),
-        "is_baseline": spec.get("is_baseline", False), "index": spec["index"],
-        "sweep": spec.get("sweep"), "run_id": spec.get("run_id"),
-        "overrides": spec["overrides"], "swept": spec["swept"],
-        "resources": {"num_cpus": spec["num_cpus"], "num_gpus": spec["num_gpus"],
-                      "isolation": spec["config"].resources.isolation},
-        "pid": os.getpid(), "driver_pid": spec.get("driver_pid"),
-        "status": "failed", "error_type": None, "error_message": None,
-        "summary": {}, "figures": {}, "warnings": [],
-    }
-
-
 def build_probe(cfg: TrialConfig, scratch: Path) -> Probe:
     """CUDA events, CUDA memory and NVML on a GPU trial, the host clock otherwise; profiles
     and other files go to the scratch folder, which comes back as the trial folder."""
     return Probe.for_trial(cfg.probe, cfg.workload.device, cfg.workload.warmup_steps, out_dir=scratch)
 
 
-def execute(spec: Dict[str, Any], scratch: Path) -> Dict[str, Any]:
+def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
     """Runs one trial and writes its record; never raises for a workload's failure."""
-    record = base_record(spec)
-    record["started_at"] = time.time()
+    record = TrialRecord.for_spec(spec, started_at=time.time())
     cfg: TrialConfig = spec["config"]
     probe = Probe(warmup_steps=cfg.workload.warmup_steps)   # replaced once the device is known
     rows = None
     try:
         from sweeper.fingerprint import fingerprint
 
-        record["resources"].update(setup(cfg, spec["num_cpus"]))
-        record["fingerprint"] = fingerprint()
+        record.resources.update(setup(cfg, spec["num_cpus"]))
+        record.fingerprint = fingerprint()
         probe = build_probe(cfg, scratch)
         with probe:     # sampler and profile run around the workload and stop even when it raises
             extra = load_workload(cfg.workload.target)(cfg, probe) or {}
         rows = probe.rows                     # read back once: the summary and steps.parquet share them
-        record["figures"] = {**probe.figures, **extra}
-        record["summary"] = probe.summary(rows)
-        record["status"] = "ok"
+        record.figures = {**probe.figures, **extra}
+        record.summary = probe.summary(rows)
+        record.status = "ok"
     except Exception as exc:   # a failed trial is a row: keep its type and message
-        record["status"] = failure_status(exc)
-        record["error_type"] = type(exc).__name__
-        record["error_message"] = str(exc)[-2000:]
-        record["figures"] = {**probe.figures, **memory_at_failure()}
+        record.status = failure_status(exc)
+        record.error_type = type(exc).__name__
+        record.error_message = str(exc)[-2000:]
+        record.figures = {**probe.figures, **memory_at_failure()}
         traceback.print_exc()
     probe.stop()
-    record["warnings"] = probe.warnings
-    record["ended_at"] = time.time()
+    record.warnings = probe.warnings
+    record.ended_at = time.time()
     if rows is None:
         rows = probe.rows
     if rows:
         write_steps(scratch / STEPS_FILE, redact(rows))   # parquet cannot be patched after it is written
-    write_json_atomic(scratch / RECORD_FILE, record)
+    write_json_atomic(scratch / RECORD_FILE, record.to_dict())
     return record

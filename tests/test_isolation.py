@@ -5,7 +5,9 @@ import time
 import psutil
 import pytest
 
+from sweeper.driver import Attempt
 from sweeper.isolation import TrialHost
+from sweeper.record import TrialRecord
 from sweeper.plan import ClusterShape, plan_cells
 from sweeper.schema import trial_config_from_dict
 
@@ -36,36 +38,36 @@ def alive(pid):
 def test_ok_trial_runs_in_its_own_process_and_returns_its_files(host):
     outcome = host.run(spec_for("tests.workloads_for_tests:quick"), 60, {})
     record = outcome.record
-    assert record["status"] == "ok", record
-    assert record["pid"] not in (os.getpid(), host.proc.pid)
-    assert record["summary"]["steps"] == 5 and record["summary"]["warmup_steps"] == 2
-    assert record["figures"]["custom_figure"] == 42.0
+    assert record.status == "ok", record
+    assert record.pid not in (os.getpid(), host.proc.pid)
+    assert record.summary["steps"] == 5 and record.summary["warmup_steps"] == 2
+    assert record.figures["custom_figure"] == 42.0
     assert set(outcome.files) >= {"steps.parquet", "trial.log"}
 
 
 def test_each_trial_gets_a_fresh_process(host):
-    pids = {host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record["pid"] for _ in range(3)}
+    pids = {host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record.pid for _ in range(3)}
     assert len(pids) == 3
 
 
 def test_a_raising_workload_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:raises"), 60, {}).record
-    assert record["status"] == "failed"
-    assert record["error_type"] == "ValueError"
-    assert record["error_message"] == "injected failure for the test"
-    assert "ValueError: injected failure for the test" in record["log_tail"]
+    assert record.status == "failed"
+    assert record.error_type == "ValueError"
+    assert record.error_message == "injected failure for the test"
+    assert "ValueError: injected failure for the test" in record.log_tail
 
 
 def test_a_missing_workload_function_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:nope"), 60, {}).record
-    assert record["status"] == "failed" and record["error_type"] == "AttributeError"
-    assert "has no 'nope'" in record["error_message"]
+    assert record.status == "failed" and record.error_type == "AttributeError"
+    assert "has no 'nope'" in record.error_message
 
 
 def test_a_trial_killed_by_a_signal_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:kills_itself"), 60, {}).record
-    assert record["status"] == "failed"
-    assert record["error_type"] == "TrialKilled" and "SIGKILL" in record["error_message"]
+    assert record.status == "failed"
+    assert record.error_type == "TrialKilled" and "SIGKILL" in record.error_message
 
 
 def test_a_hung_trial_is_ended_with_its_children(host, tmp_path):
@@ -74,31 +76,41 @@ def test_a_hung_trial_is_ended_with_its_children(host, tmp_path):
     record = host.run(spec_for("tests.workloads_for_tests:hangs_with_children", timeout_s=3.0,
                                pid_file=str(pid_file)), 3.0, {}).record
     assert time.monotonic() - started < 20
-    assert record["status"] == "timeout" and record["error_type"] == "TrialTimeout"
+    assert record.status == "timeout" and record.error_type == "TrialTimeout"
     children = [int(p) for p in pid_file.read_text().split()]
     time.sleep(0.5)
-    assert not alive(record["pid"])
+    assert not alive(record.pid)
     assert [c for c in children if alive(c)] == []
     # the host is still usable afterwards
-    assert host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record["status"] == "ok"
+    assert host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record.status == "ok"
 
 
-def test_the_summary_is_rewritten_at_most_every_interval_and_at_close(tmp_path):
+def test_the_summary_is_rewritten(tmp_path):
     import pandas as pd
 
-    from hydra_plugins.sweeper_ray_launcher._runner import Sweep
     from sweeper.results import read_records
     from tests.conftest import ROOT
 
     records = read_records(ROOT / "tests" / "data" / "sleepy-a")[:3]
-    sweep = Sweep(tmp_path, len(records), {"wandb": {"enabled": False}})
+    sweep = quiet_sweep(tmp_path, len(records))
     sweep.SUMMARY_EVERY_S = 3600
     for record in records:
-        sweep.finish(record, {}, {})
+        sweep.finish(TrialRecord.from_dict(record), Attempt(None, {}, {}), {})
     assert len(pd.read_parquet(tmp_path / "summary.parquet")) == 1        # the first trial only
     assert len(read_records(tmp_path)) == 3                                # every trial folder at once
-    sweep.close()
+    sweep.write_summary()
     assert len(pd.read_parquet(tmp_path / "summary.parquet")) == 3
+
+
+def quiet_sweep(run, total):
+    """The driver's Sweep with no trial publishers, as a unit."""
+    from sweeper.driver import Job, Sweep
+    from sweeper.schema import RootConfig
+
+    root = RootConfig()
+    sweep = Sweep(run, root, [Job([], root, {"wandb": {"enabled": False}})], total)
+    sweep.on_trial = lambda *args: None
+    return sweep
 
 
 @pytest.fixture()
@@ -123,7 +135,7 @@ def test_one_node_zygote_serves_several_hosts_at_once(node_zygote):
     records = []
 
     def run_one():
-        records.append(TrialHost(path).run(spec_for("tests.workloads_for_tests:quick", sleep_s=0.3), 60, {}).record)
+        records.append(TrialHost(path).run(spec_for("tests.workloads_for_tests:quick", sleep_s=0.3), 60, {}).record.to_dict())
 
     threads = [threading.Thread(target=run_one) for _ in range(2)]
     for t in threads:
@@ -166,7 +178,6 @@ def test_a_host_that_hangs_up_takes_its_trial_down(node_zygote, tmp_path):
 
 
 def test_a_credential_in_a_record_reaches_neither_the_summary_nor_the_progress_line(tmp_path, monkeypatch, capsys):
-    from hydra_plugins.sweeper_ray_launcher._runner import Sweep
     from sweeper.results import read_records
     from tests.conftest import ROOT
 
@@ -175,9 +186,9 @@ def test_a_credential_in_a_record_reaches_neither_the_summary_nor_the_progress_l
     record = read_records(ROOT / "tests" / "data" / "sleepy-a")[0]
     record = {**record, "overrides": record["overrides"] + [f"+x={secret}"], "status": "failed",
               "error_type": "ValueError", "error_message": f"bad value {secret}"}
-    sweep = Sweep(tmp_path, 1, {"wandb": {"enabled": False}})
-    sweep.finish(record, {}, {})
-    sweep.close()
+    sweep = quiet_sweep(tmp_path, 1)
+    sweep.finish(TrialRecord.from_dict(record), Attempt(None, {}, {}), {})
+    sweep.write_summary()
     assert secret not in (tmp_path / "summary.csv").read_text()
     assert secret.encode() not in (tmp_path / "summary.parquet").read_bytes()
     assert secret not in capsys.readouterr().out

@@ -4,6 +4,7 @@ import pytest
 from sweeper.errors import ConfigError
 from sweeper.plan import ClusterShape, cell_id, expand_repeats, plan_cells, plan_trials, request, swept_keys
 from sweeper.schema import DataConfig, ResourcesConfig, TrialConfig
+from workloads.specs import DATALOADER
 
 LAPTOP = ClusterShape(node_cpus=[2.0], node_gpus=[0.0])
 GPU_BOX = ClusterShape(node_cpus=[16.0], node_gpus=[2.0])
@@ -28,7 +29,7 @@ def cfg(num_workers=0, isolation="node", gpus=None, cpus=None, **data):
     (cfg(0, "node"), MIXED, (8.0, 1.0)),           # the smallest node's CPUs
 ])
 def test_request(config, cluster, expected):
-    assert request(config, cluster) == expected
+    assert request(config, DATALOADER.resources(config), cluster) == expected
 
 
 def test_infeasible_gpu_request_is_named_before_submission():
@@ -40,9 +41,10 @@ def test_cell_id_is_stable_and_ignores_paths_and_time_limits():
     a = cfg(2, cache_dir="/tmp/a")
     b = cfg(2, cache_dir="/elsewhere")
     b.resources.timeout_s = 5
-    assert cell_id(a) == cell_id(b) == cell_id(cfg(2, cache_dir="/tmp/a"))
-    assert cell_id(cfg(4)) != cell_id(a)
-    assert len(cell_id(a)) == 12
+    assert cell_id(a, "dataloader") == cell_id(b, "dataloader") == cell_id(cfg(2, cache_dir="/tmp/a"), "dataloader")
+    assert cell_id(cfg(4), "dataloader") != cell_id(a, "dataloader")
+    assert cell_id(a, "other") != cell_id(a, "dataloader")          # the workload is part of what is measured
+    assert len(cell_id(a, "dataloader")) == 12
 
 
 @pytest.mark.parametrize("overrides, expected", [

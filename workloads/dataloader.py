@@ -22,6 +22,7 @@ import webdataset as wds
 from torch.utils.data import DataLoader
 
 from workloads.shards import SAMPLE_EXT, ensure_synthetic_shards, expand_url
+from workloads.specs import DATALOADER as SPEC  # noqa: F401  what the core knows of this workload
 
 
 def shard_paths(data) -> List[str]:

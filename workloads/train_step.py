@@ -48,6 +48,7 @@ import torch.distributed as dist
 from workloads import distributed, parallel
 from workloads.distributed import RankContext
 from workloads.model import ModelShape, flops_per_token, num_params
+from workloads.specs import TRAIN_STEP as SPEC  # noqa: F401  what the core knows of this workload
 
 # Dense bf16 peak per GPU (datasheets; torchtitan's tools/utils.py). Matched by substring of the name.
 PEAK_FLOPS = (("H100", 989e12), ("H200", 989e12), ("A100", 312e12))

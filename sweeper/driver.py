@@ -1,0 +1,275 @@
+"""A sweep's life: plan -> executor -> records -> analysis -> publishers.
+
+Knows no Hydra and no Ray. Its input is a list of `Job`s, the composed and checked
+configs of the grid points (the Hydra launcher plugin is an adapter that builds them);
+its output is the run folder and an exit code. Every job is planned and checked before
+any trial starts, so bad input costs no trial. Trials go to an executor (Ray, or local
+in-process); as each ends its record is redacted once, written at once (so an
+interrupted sweep keeps what finished), shown, and handed to the trial publishers.
+After the last one, one analysis of the run feeds every view.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from sweeper import display, exitcodes
+from sweeper.errors import SweeperError
+from sweeper.executors import Executor, TrialLost, make_executor
+from sweeper.plan import ClusterShape, Trial, plan_trials, shrunk, swept_keys
+from sweeper.progress import Progress
+from sweeper.record import TrialRecord
+from sweeper.results import read_records, run_dir, write_summary, write_trial
+from sweeper.schema import RootConfig
+from sweeper.spec import preload_of, spec_for
+
+# Trial processes that died without a record of their own may have been killed from outside.
+RETRYABLE_ERRORS = {"TrialKilled", "TrialCrashed"}
+WAIT_S = 1.0          # how often the loop looks at the stop flag while trials run
+
+
+@dataclass
+class Job:
+    overrides: List[str]
+    config: RootConfig          # checked
+    values: Dict[str, Any]      # resolved, as each trial's config.yaml stores it
+
+
+@dataclass
+class Attempt:
+    trial: Trial
+    spec: Dict[str, Any]
+    values: Dict[str, Any]
+    number: int = 1
+
+
+# -- the whole sweep ----------------------------------------------------------------
+def run_sweep(jobs: List[Job], fresh: Path) -> int:
+    """Runs the jobs' grid; returns the exit code (sweeper.exitcodes)."""
+    try:
+        root = jobs[0].config
+        run = resolve_run(root, fresh)
+        plan(jobs, root, ClusterShape([float(os.cpu_count() or 1)], [0.0]))   # every check, before anything starts
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    if root.dry_run:
+        from sweeper.executors.local import this_machine
+
+        print_plan(plan(jobs, root, this_machine()), root, run)
+        return exitcodes.OK
+    executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
+    try:
+        shape = executor.start()
+        trials = plan(jobs, root, shape)
+        sweep = Sweep(run, root, jobs, len(trials))
+        code = sweep.run(executor, trials, shape)
+    except KeyboardInterrupt:      # before any trial started: nothing to keep
+        print("interrupted before any trial started", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    finally:
+        executor.close()
+    return max(code, publish_end(sweep, root, run))
+
+
+def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
+    baseline = (jobs[0].values.get("analysis") or {}).get("baseline")
+    return plan_trials([(j.overrides, j.config) for j in jobs], shape, root.repeats, baseline, root.order,
+                       root.order_seed)
+
+
+def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
+    print(f"dry run: {len(trials)} trial(s) of sweep '{root.sweep.name}', nothing launched; results would go to {run}")
+    for t in trials:
+        note = f"  INFEASIBLE: {t.infeasible}" if t.infeasible else ""
+        base = "  (baseline)" if t.is_baseline else ""
+        print(f"  {t.trial_id:<15} cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.overrides)}{base}{note}")
+
+
+def resolve_run(root: RootConfig, fresh: Path) -> Path:
+    """The run folder: a new one, or with `resume=` an earlier one (the fresh, empty one goes)."""
+    if not root.resume:
+        return run_dir(root.results_dir, root.sweep.name, root.run_id)
+    runs = Path(root.results_dir).expanduser() / root.sweep.name
+    if root.resume == "latest":
+        earlier = sorted(p for p in runs.iterdir() if (p / "trials").is_dir()) if runs.is_dir() else []
+        if not earlier:
+            raise SweeperError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}")
+        run = earlier[-1]
+    else:
+        run = runs / root.resume
+        if not (run / "trials").is_dir():
+            raise SweeperError(f"resume={root.resume}: no run folder with trials at {run}")
+    if fresh.resolve() != run.resolve() and fresh.is_dir() and set(os.listdir(fresh)) <= {"multirun.yaml"}:
+        shutil.rmtree(fresh)
+    root.run_id = run.name
+    return run
+
+
+def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, TrialRecord]:
+    """Finished trials of this grid from an earlier attempt at the run; leftovers of
+    half-written folders are removed so those trials run again."""
+    for leftover in (run / "trials").glob(".*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    wanted = {t.trial_id for t in trials}
+    return {r["trial_id"]: TrialRecord.from_dict(r) for r in read_records(run)
+            if r["trial_id"] in wanted and r["status"] == "ok"}
+
+
+def publish_end(sweep: "Sweep", root: RootConfig, run: Path) -> int:
+    """One analysis of the run; every view reads it. Returns the exit code of the trials."""
+    from sweeper import publishers
+    from sweeper.analysis.run import analyze_run
+    from sweeper.record import as_dicts
+
+    records = as_dicts(sweep.records.values())
+    values = sweep.jobs[0].values
+    print()
+    if records:
+        data, analysis = analyze_run(run, root.analysis, records=records)
+        publishers.on_sweep_end(run, data, analysis, values)
+        print(publishers.terminal_end(data, analysis, values, run))
+    failed = any(r["status"] != "ok" for r in records)
+    return exitcodes.TRIALS_FAILED if failed else exitcodes.OK
+
+
+# -- trials as they end ---------------------------------------------------------------
+class Sweep:
+    """Runs the trials through an executor and keeps their records.
+
+    Each trial's folder is written the moment it ends: that is the durable record.
+    summary.parquet/csv, a view over all of them, is rewritten at most every
+    SUMMARY_EVERY_S and at the end, so a sweep of thousands of short trials does not
+    spend its driver rewriting it (O(N^2) otherwise)."""
+
+    SUMMARY_EVERY_S = 2.0
+
+    def __init__(self, run: Path, root: RootConfig, jobs: List[Job], total: int):
+        self.run, self.root, self.jobs = run, root, jobs
+        self.records: Dict[str, TrialRecord] = {}
+        self.pending: Dict[Any, Attempt] = {}
+        self.progress = Progress(total)
+        self.summary_at: Optional[float] = None
+        self.summary_stale = False
+        self.stop = threading.Event()
+
+    def run(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
+        from sweeper import publishers
+
+        self.executor, self.on_trial = executor, publishers.on_trial
+        done = earlier_results(self.run, trials) if self.root.resume else {}
+        self.records.update(done)
+        self.progress.advance(len(done))
+        print(f"sweep '{self.root.sweep.name}': {len(trials)} trial(s) on {executor.describe(shape)}, "
+              f"isolation={self.root.resources.isolation}", flush=True)
+        if done:
+            print(f"resuming {self.run}: {len(done)} trial(s) already finished, "
+                  f"{len(trials) - len(done)} to run", flush=True)
+        previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for trial in trials:
+                if trial.trial_id not in done:
+                    self.start(trial, self.jobs[trial.index].values)
+            self.loop()
+            return exitcodes.OK
+        except KeyboardInterrupt:
+            print("interrupted: cancelling running trials; finished ones are kept", file=sys.stderr, flush=True)
+            self.cancel_all()
+            return exitcodes.INTERRUPTED
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.progress.close()
+            if self.summary_stale:
+                self.write_summary()
+
+    def _interrupt(self, signum, frame):
+        """Ctrl-C and SIGTERM raise KeyboardInterrupt and leave a flag the loop checks between
+        waits, so an interrupt swallowed inside a library still stops the sweep."""
+        self.stop.set()
+        raise KeyboardInterrupt
+
+    def start(self, trial: Trial, values: Dict[str, Any], number: int = 1, retry_of: Optional[str] = None) -> None:
+        spec = {**trial.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": retry_of}
+        attempt = Attempt(trial, spec, values, number)
+        if trial.infeasible:
+            self.finish(TrialRecord.for_spec(spec, status="infeasible", error_type="Infeasible",
+                                             error_message=trial.infeasible, pid=None), attempt, {})
+            return
+        self.pending[self.executor.submit(trial, spec)] = attempt
+
+    def loop(self) -> None:
+        while self.pending:
+            done = self.executor.wait(list(self.pending), WAIT_S)
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            for handle in done:
+                self.handle(handle, self.pending.pop(handle))
+
+    def handle(self, handle: Any, attempt: Attempt) -> None:
+        try:
+            outcome = self.executor.outcome(handle)
+            record, files = outcome.record, outcome.files
+        except TrialLost as lost:    # the worker or its node died: still a row
+            record, files = TrialRecord.for_spec(attempt.spec, status="failed", error_type=lost.error_type,
+                                                 error_message=lost.message, pid=None), {}
+        if self.should_retry(record, attempt):
+            self.start(attempt.trial, attempt.values, attempt.number + 1, attempt.spec.get("retry_of"))
+            return
+        self.finish(record, attempt, files)
+        self.maybe_shrink(record, attempt)
+
+    def should_retry(self, record: TrialRecord, attempt: Attempt) -> bool:
+        lost = record.status == "failed" and (record.error_type in RETRYABLE_ERRORS or record.pid is None)
+        return lost and attempt.number <= attempt.trial.config.resources.max_retries
+
+    def maybe_shrink(self, record: TrialRecord, attempt: Attempt) -> None:
+        """An out-of-memory trial runs again as its workload's spec shrinks it (resources.on_oom=halve)."""
+        if record.status != "oom" or attempt.trial.config.resources.on_oom != "halve":
+            return
+        smaller = shrunk(attempt.trial)
+        if smaller is not None:
+            self.progress.grow()
+            self.start(smaller, attempt.values, retry_of=record.trial_id)
+
+    def finish(self, record: TrialRecord, attempt: Attempt, files: Dict[str, bytes]) -> None:
+        record = record.redacted()     # once, here: the folder, summary, progress and publishers read this copy
+        record.attempts = attempt.number
+        record.retry_of = attempt.spec.get("retry_of") or record.retry_of
+        write_trial(self.run, record, attempt.values, files)
+        self.records[record.trial_id] = record
+        self.summary_stale = True
+        if self.summary_at is None or time.monotonic() - self.summary_at >= self.SUMMARY_EVERY_S:
+            self.write_summary()
+        as_dict = record.to_dict()
+        self.on_trial(self.run, as_dict, self.jobs[0].values)
+        self.progress.trial_done(lambda done, total, wall: display.progress_line(done, total, as_dict, wall))
+
+    def write_summary(self) -> None:
+        write_summary(self.run, self.records.values())
+        self.summary_at, self.summary_stale = time.monotonic(), False
+
+    def cancel_all(self) -> None:
+        """Keeps what finished meanwhile and records the rest as cancelled."""
+        for handle in self.executor.wait(list(self.pending), 0, all_ready=True) if self.pending else []:
+            self.handle_quietly(handle, self.pending.pop(handle))
+        self.executor.cancel(list(self.pending))
+        for attempt in self.pending.values():
+            self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type="Interrupted",
+                                             error_message="the sweep was interrupted"), attempt, {})
+        self.pending.clear()
+
+    def handle_quietly(self, handle: Any, attempt: Attempt) -> None:
+        try:
+            outcome = self.executor.outcome(handle)
+            self.finish(outcome.record, attempt, outcome.files)
+        except Exception as exc:   # cancelled or lost on the way: record it so
+            self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type=type(exc).__name__,
+                                             error_message="the sweep was interrupted"), attempt, {})

@@ -1,0 +1,76 @@
+"""Trials one at a time inside the driver's own process: for a debugger or a profiler.
+
+`python -m sweeper executor=local ...` runs each trial's workload in this process, so a
+breakpoint in it stops the sweep there and `nsys profile python -m sweeper executor=local`
+sees every trial. What it gives up: no process per trial (a trial's threads, seeds and
+memory cap stay set for the next), no timeout, and a trial that kills its own process
+ends the sweep. Records, summary, tables, exit codes and publishers are the driver's,
+the same as with Ray.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+from sweeper.executors import Executor
+from sweeper.isolation import Outcome, collect
+from sweeper.plan import ClusterShape, Trial
+
+
+def visible_gpus() -> int:
+    """NVIDIA device nodes, read without importing torch or starting CUDA."""
+    if not os.path.isdir("/dev"):
+        return 0
+    return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
+
+
+def this_machine() -> ClusterShape:
+    return ClusterShape(node_cpus=[float(os.cpu_count() or 1)], node_gpus=[float(visible_gpus())])
+
+
+class LocalExecutor(Executor):
+    def __init__(self) -> None:
+        self.queue: List[int] = []
+        self.specs: Dict[int, Dict[str, Any]] = {}
+        self.done: Dict[int, Outcome] = {}
+
+    def start(self) -> ClusterShape:
+        return this_machine()
+
+    def describe(self, shape: ClusterShape) -> str:
+        return f"this process, one trial at a time ({super().describe(shape)})"
+
+    def submit(self, trial: Trial, spec: Dict[str, Any]) -> int:
+        handle = len(self.specs)
+        self.specs[handle] = spec
+        self.queue.append(handle)
+        return handle
+
+    def wait(self, handles: Sequence[int], timeout_s: float, all_ready: bool = False) -> List[int]:
+        ready = [h for h in handles if h in self.done]
+        if ready or all_ready or not self.queue:
+            return ready
+        handle = self.queue.pop(0)
+        self.done[handle] = self._run(self.specs[handle])
+        return [handle]
+
+    def _run(self, spec: Dict[str, Any]) -> Outcome:
+        from sweeper.trial import execute
+
+        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-"))
+        try:
+            execute(spec, scratch)
+            outcome = collect(spec, scratch, 0, "ok", spec["config"].resources.timeout_s)
+            outcome.record.worker_pid = os.getpid()
+            return outcome
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def outcome(self, handle: int) -> Outcome:
+        return self.done.pop(handle)
+
+    def cancel(self, handles: Sequence[int]) -> None:
+        self.queue = [h for h in self.queue if h not in set(handles)]

@@ -1,0 +1,148 @@
+"""The Ray executor: the only module that imports Ray.
+
+Starts a local Ray (or attaches to `ray.address`), asks it for the cluster's shape,
+submits each trial as a task with its CPU and GPU requests (Ray's scheduler places it),
+and hands back outcomes as tasks end (`ray.wait`). Inside the task, the trial is forked
+from a warm zygote into a contained process tree of its own (sweeper/isolation.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence
+
+from sweeper.executors import Executor, TrialLost
+from sweeper.isolation import Outcome
+from sweeper.plan import ClusterShape, Trial
+
+
+class NodeZygote:
+    """A zygote the driver starts on its own machine while Ray starts, so that its torch
+    import overlaps Ray's start instead of following it. The local Ray's workers fork
+    their trials from it; workers on other machines (no such socket there) use their own."""
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        from sweeper.isolation import start_zygote
+
+        self.folder = tempfile.mkdtemp(prefix="sweeper-node-")
+        self.socket_path = os.path.join(self.folder, "zygote.sock")
+        self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
+        self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _run_on_worker(spec: Dict[str, Any], timeout_s: float, node_zygote: Optional[str]) -> Outcome:
+    """Runs inside a Ray worker: fork the trial from the node's zygote, or this worker's own."""
+    from sweeper.isolation import shared_host
+
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "") if spec["num_gpus"] > 0 else ""
+    outcome = shared_host(node_zygote, spec.get("preload", ())).run(spec, timeout_s, {"CUDA_VISIBLE_DEVICES": gpus})
+    outcome.record.worker_pid = os.getpid()
+    return outcome
+
+
+class RayExecutor(Executor):
+    def __init__(self, ray_cfg, preload: Sequence[str]) -> None:
+        self.cfg, self.preload = ray_cfg, list(preload)
+        self.started_ray = False
+        self.zygote: Optional[NodeZygote] = None
+        self.guard = None
+        self.remote = None
+
+    # -- the cluster ------------------------------------------------------------------
+    def start(self) -> ClusterShape:
+        if not self.cfg.address and not self.cfg.runtime_env:
+            self.zygote = NodeZygote(self.preload)       # imports torch while Ray starts
+        self.started_ray = self._connect()
+        if self.started_ray:
+            from sweeper.containment import guard_local_ray
+
+            self.guard = guard_local_ray()               # Ray's processes end with this driver, even on SIGKILL
+        return self._shape()
+
+    def _connect(self) -> bool:
+        """Starts a local Ray (returns True) or attaches to `ray.address`."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        kwargs: Dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                                  "log_to_driver": False}
+        if self.cfg.runtime_env:
+            kwargs["runtime_env"] = dict(self.cfg.runtime_env)
+        if self.cfg.node_ip_address:
+            kwargs["_node_ip_address"] = self.cfg.node_ip_address
+        if self.cfg.address:
+            ray.init(address=self.cfg.address, **kwargs)
+            return False
+        ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus, **kwargs)
+        return True
+
+    def _shape(self) -> ClusterShape:
+        import ray
+
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        return ClusterShape(node_cpus=[n["Resources"].get("CPU", 0.0) for n in nodes],
+                            node_gpus=[n["Resources"].get("GPU", 0.0) for n in nodes])
+
+    def describe(self, shape: ClusterShape) -> str:
+        where = f"Ray at {self.cfg.address}" if self.cfg.address else "a local Ray"
+        return f"{where} ({super().describe(shape)})"
+
+    # -- trials -----------------------------------------------------------------------
+    def submit(self, trial: Trial, spec: Dict[str, Any]):
+        import ray
+
+        if self.remote is None:
+            # max_calls=0 keeps the worker and its warm zygote even for GPU tasks: CUDA lives
+            # only in each trial's own child process, so nothing of one trial stays behind.
+            self.remote = ray.remote(max_calls=0)(_run_on_worker)
+        node_zygote = self.zygote.socket_path if self.zygote is not None and self.started_ray else None
+        task = self.remote.options(num_cpus=trial.num_cpus, num_gpus=trial.num_gpus, max_retries=0,
+                                   name=f"trial-{trial.trial_id}")
+        return task.remote(spec, trial.config.resources.timeout_s, node_zygote)
+
+    def wait(self, handles: Sequence[Any], timeout_s: float, all_ready: bool = False) -> List[Any]:
+        import ray
+
+        if not handles:
+            return []
+        wanted = len(handles) if all_ready else 1
+        done, _ = ray.wait(list(handles), num_returns=wanted, timeout=timeout_s)
+        return done
+
+    def outcome(self, handle: Any) -> Outcome:
+        import ray
+
+        try:
+            return ray.get(handle, timeout=30)
+        except (ray.exceptions.RayError, TimeoutError) as exc:   # the worker or its node died
+            raise TrialLost(type(exc).__name__, str(exc)[-2000:]) from None
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        """On a cluster we only attached to, force-cancel the tasks; a local Ray we started is
+        shut down in `close` instead, and its trials with it (their hosts hang up). Plain
+        ray.cancel raced with completing tasks and aborted the driver."""
+        import ray
+
+        if not self.started_ray:
+            for handle in handles:
+                ray.cancel(handle, force=True)
+
+    def close(self) -> None:
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
+        if self.guard is not None:
+            self.guard.close()
+        if self.zygote is not None:
+            self.zygote.close()

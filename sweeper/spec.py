@@ -1,0 +1,137 @@
+"""Workload specs: what the core needs to know about a workload, declared by the workload.
+
+The core (plan, driver, zygote, views) never names a workload. Each one, shipped or a
+user's, declares in a `WorkloadSpec`:
+
+- `sections`: the root config sections it reads besides workload/resources/probe (the
+  trial's config carries only those, and only those shape its cell id);
+- `params`: a dataclass that checks `workload.params` (a user's own typed section);
+- `check`: checks across sections, run on every job before any trial starts;
+- `resources`: its CPU and GPU wants from its own knobs;
+- `preload`: modules the zygote may import before forking trials (never anything that
+  starts CUDA: a process that initialised CUDA must not fork);
+- `shrink`: the overrides of its out-of-memory retry (None: cannot shrink);
+- `items_label`, `headline`, `memory`: how the views name its throughput, which of its
+  figures they show, and which peak memory is its own.
+
+Where a spec comes from: `workload.spec=module:NAME` when set and made for this target,
+else `SPEC` in the target's module, else `DEFAULT_SPEC` (a function over the shared
+`data` section).
+Nothing here imports torch, Ray or Hydra.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from sweeper.errors import ConfigError
+
+# [figure key in the record's figures, column label, scale, digits]
+Column = Tuple[str, str, float, int]
+
+
+@dataclass(frozen=True)
+class Wants:
+    """A trial's wants before isolation and the cluster shape: CPUs, and GPUs when there are any."""
+    cpus: float = 1.0
+    gpus: float = 1.0
+
+
+def _default_resources(cfg) -> Wants:
+    return Wants(cpus=float(cfg.data.num_workers + 1) if cfg.data is not None else 1.0, gpus=1.0)
+
+
+def _halve_batch(cfg) -> Optional[Dict[str, Any]]:
+    if cfg.data is None or cfg.data.batch_size <= 1:
+        return None
+    return {"data.batch_size": cfg.data.batch_size // 2}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    target: Optional[str] = None         # the function it describes; a spec named for another target is passed over
+    sections: Tuple[str, ...] = ()
+    params: Optional[type] = None
+    check: Optional[Callable[[Any], None]] = None
+    resources: Callable[[Any], Wants] = lambda cfg: Wants()
+    preload: Tuple[str, ...] = ()
+    shrink: Optional[Callable[[Any], Optional[Dict[str, Any]]]] = None
+    items_label: str = "items"
+    headline: Tuple[Column, ...] = ()
+    memory: str = "host_mem_gb"          # or "gpu_mem_gb": the analysis' per-cell peak memory columns
+
+    def describe(self) -> Dict[str, Any]:
+        """What the trial record carries for the views (they import no workload)."""
+        return {"name": self.name, "items_label": self.items_label,
+                "headline": [list(c) for c in self.headline], "memory": self.memory}
+
+    def validate(self, cfg) -> None:
+        """Checks before any trial starts: the typed params section, then the workload's own."""
+        if self.params is not None:
+            typed_params(self.params, cfg.workload.params)
+        if self.check is not None:
+            self.check(cfg)
+
+
+DEFAULT_SPEC = WorkloadSpec(
+    name="function", sections=("data",), resources=_default_resources, shrink=_halve_batch,
+    headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),))
+
+
+def typed_params(cls: type, values: Dict[str, Any]):
+    """workload.params as the workload's dataclass, naming the key it rejects."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"workload.params.{key}: unknown key; valid keys: {sorted(known)}")
+    obj = cls(**values)
+    if hasattr(obj, "check"):
+        obj.check()
+    return obj
+
+
+_LOADED: Dict[Tuple[Optional[str], str], WorkloadSpec] = {}
+
+
+def spec_for(workload_cfg) -> WorkloadSpec:
+    """The spec of a workload config (`workload.spec`, else the target module's SPEC)."""
+    key = (workload_cfg.spec, workload_cfg.target)
+    if key not in _LOADED:
+        _LOADED[key] = _load(*key)
+    return _LOADED[key]
+
+
+def _load(spec_path: Optional[str], target: str) -> WorkloadSpec:
+    """A config group's spec describes its own target; with the target overridden
+    (workload.target=my_bench:run), the spec comes from the new target's module."""
+    if spec_path:
+        module_name, _, attr = spec_path.partition(":")
+        found = getattr(_import(module_name, "workload.spec", spec_path), attr or "SPEC", None)
+        if not isinstance(found, WorkloadSpec):
+            raise ConfigError(f"workload.spec={spec_path!r}: no WorkloadSpec named {attr or 'SPEC'!r} there")
+        if found.target in (None, target):
+            return found
+    module_name = target.partition(":")[0]
+    found = getattr(_import(module_name, "workload.target", target), "SPEC", None)
+    return found if isinstance(found, WorkloadSpec) else DEFAULT_SPEC
+
+
+def _import(module_name: str, key: str, value: str):
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{key}={value!r}: cannot import {module_name!r} ({exc}); "
+                          f"is it on PYTHONPATH (run from its folder)?") from None
+
+
+def preload_of(specs: List[WorkloadSpec]) -> List[str]:
+    out: List[str] = []
+    for spec in specs:
+        out += [m for m in spec.preload if m not in out]
+    return out
+
+
+__all__ = ["Column", "Wants", "WorkloadSpec", "DEFAULT_SPEC", "spec_for", "typed_params", "preload_of"]

@@ -1,0 +1,75 @@
+"""The shipped workloads' specs (sweeper/spec.py says what a spec declares).
+
+Apart from the workload modules so that planning, a dry run and the views never
+import torch: conf/workload/<name>.yaml names the spec with `spec:`.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Dict, Optional
+
+from sweeper.errors import ConfigError
+from sweeper.spec import WorkloadSpec, Wants
+
+# What a trial of either workload imports anyway; none of it starts CUDA.
+_COMMON_PRELOAD = ("torch", "numpy", "webdataset")
+
+
+# -- the DataLoader ------------------------------------------------------------------
+def loader_wants(cfg) -> Wants:
+    """A loader with N workers keeps N + 1 processes busy."""
+    return Wants(cpus=float(cfg.data.num_workers + 1), gpus=1.0)
+
+
+def halve_loader_batch(cfg) -> Optional[Dict[str, Any]]:
+    return {"data.batch_size": cfg.data.batch_size // 2} if cfg.data.batch_size > 1 else None
+
+
+@functools.lru_cache(maxsize=None)
+def _shard_problem(url: str) -> Optional[str]:
+    from workloads.shards import check_local_shards
+
+    return check_local_shards(url)
+
+
+def check_shards(cfg) -> None:
+    """Local shards that are missing, unreadable or not tar files fail here, not in a worker."""
+    url = cfg.data.url
+    if url and "://" not in url and not url.startswith("pipe:"):
+        problem = _shard_problem(url)
+        if problem:
+            raise ConfigError(f"data.url={url!r}: {problem}")
+
+
+DATALOADER = WorkloadSpec(
+    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_shards, resources=loader_wants,
+    preload=_COMMON_PRELOAD + ("workloads.dataloader",), shrink=halve_loader_batch, items_label="samples",
+    headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),), memory="host_mem_gb")
+
+
+# -- the training step ---------------------------------------------------------------
+def step_wants(cfg) -> Wants:
+    """One GPU per rank; on CPUs each rank keeps its loader workers and itself busy."""
+    ranks = cfg.train.world_size
+    return Wants(cpus=float((cfg.data.num_workers + 1) * ranks), gpus=float(ranks))
+
+
+def halve_micro_batch(cfg) -> Optional[Dict[str, Any]]:
+    """Half the micro-batch and twice the accumulation (as accelerate's find_executable_batch_size)."""
+    train = cfg.train
+    if train.micro_batch <= 1:
+        return None
+    return {"train.micro_batch": train.micro_batch // 2, "train.accum_steps": train.accum_steps * 2}
+
+
+def check_step(cfg) -> None:
+    if cfg.train.data_source == "shards":
+        check_shards(cfg)
+
+
+TRAIN_STEP = WorkloadSpec(
+    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step, resources=step_wants,
+    preload=_COMMON_PRELOAD + ("workloads.train_step",), shrink=halve_micro_batch, items_label="samples",
+    headline=(("tokens_per_s", "tokens/s", 1.0, 0), ("mfu", "MFU %", 100.0, 1),
+              ("loss_final", "loss", 1.0, 4)),
+    memory="gpu_mem_gb")
