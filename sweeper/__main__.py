@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from sweeper import exitcodes
 from sweeper.config import register_configs
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = str(Path(__file__).resolve().parent / "conf")   # shipped in the wheel as package data
 
 
 def run_in_process(cfg: DictConfig) -> None:

@@ -1,0 +1,1 @@
+"""Hydra search-path plugin: a `conf/` folder in the working directory adds to sweeper's configs."""
