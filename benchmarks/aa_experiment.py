@@ -34,6 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import machine_line  # noqa: E402
 from sweeper.analysis import stats  # noqa: E402
 from sweeper.analysis.cells import load_run, repeat_table  # noqa: E402
 
@@ -133,7 +134,7 @@ def main() -> int:
             runs.append(repeats_in_run_order(run))
             print(f"sweep {i + 1}/{args.sweeps}: {len(runs[-1])} repeats, p50 median "
                   f"{np.median([r[0] for r in runs[-1]]) * 1e3:.3f} ms", flush=True)
-    report = {"machine": f"{platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}",
+    report = {"machine": f"{platform.node()}: {machine_line()}",
               "command": " ".join(sys.argv), "sweeps": args.sweeps, "repeats": args.repeats, "steps": args.steps,
               "k": args.k, "minutes": (time.time() - started) / 60,
               "within_sweep": rates(within(runs, args.k)), "between_sweeps": rates(between(runs, args.k)),

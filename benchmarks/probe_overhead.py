@@ -20,13 +20,15 @@ median. Target: at most 1.01 on the GPT-2 step. Each round also gives a ratio of
 time (all threads, the probe's sampler included), which a shared, busy machine disturbs far less
 than wall time.
 
-Needs torch, numpy and psutil (nvidia-ml-py for NVML on a GPU); not Ray, Hydra or webdataset.
+Needs torch, numpy, scipy and psutil (nvidia-ml-py for NVML on a GPU); not Ray, Hydra or webdataset.
+The model, the bare side's do-nothing probe, the bootstrap and the machine line are the package's
+own (workloads.model.GPT, workloads.distributed.NullProbe, sweeper.analysis.stats.bootstrap_ci,
+sweeper.fingerprint).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import platform
 import sys
 import time
@@ -40,23 +42,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:            # run from a checkout without installing the package
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import load_average, machine_line   # noqa: E402
+
 # -- defaults -------------------------------------------------------------------------------------
 CPU_ROUNDS, CPU_STEPS = 30, 10          # MLP step ~30 ms on the shared 2-core VM: short blocks, many rounds
 CPU_THREADS = 1                         # one torch thread: two on a shared 2-core VM measure contention, not the probe
 GPU_ROUNDS, GPU_STEPS = 10, 20          # GPT-2 step ~45 ms on an H200: about 40 s in all
 WARMUP_STEPS = 10                       # before the first round
 BLOCK_WARMUP = 5                        # untimed steps at the start of every block, both sides
-
-
-class NullProbe:
-    """The probe's calls, doing nothing: the bare loop runs the same code."""
-    _null = contextlib.nullcontext({})
-
-    def step(self, items: Any = None) -> contextlib.nullcontext:
-        return self._null
-
-    def phase(self, name: str) -> contextlib.nullcontext:
-        return self._null
 
 
 # -- workloads --------------------------------------------------------------------------------------
@@ -115,65 +108,33 @@ def mlp_workload(batch: int = 64, width: int = 256, depth: int = 2) -> Workload:
 
 
 def gpt2_workload(batch: int = 16, seq: int = 1024, device: str = "cuda") -> Workload:
-    """GPT-2 small (124M) in bf16 autocast with fused AdamW: the reference GPU step."""
+    """GPT-2 small (124M) in bf16 autocast with fused AdamW: the reference GPU step, on the
+    training-step workload's own model (workloads.model.GPT, the gpt2-124m preset's shape)."""
     import torch
+
+    from sweeper.schema import TRAIN_PRESETS
+    from workloads.model import GPT, ModelShape
 
     torch.manual_seed(0)
-    model = MiniGPT(n_layer=12, n_head=12, n_embd=768, seq_len=seq, vocab=50257).to(device)
+    shape = ModelShape(**{**TRAIN_PRESETS["gpt2-124m"], "seq_len": seq})
+    model = GPT(shape).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
-    tokens = [torch.randint(0, 50257, (batch, seq + 1)) for _ in range(4)]
+    tokens = [torch.randint(0, shape.vocab_size, (batch, seq + 1)) for _ in range(4)]
     batches = [(t[:, :-1].contiguous().pin_memory(), t[:, 1:].contiguous().pin_memory()) for t in tokens]
     autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)   # noqa: E731
-    return Workload(f"GPT-2 124M, B={batch}, T={seq}, bf16 autocast", torch.device(device), model, opt,
-                    batches, model.loss, batch * seq, autocast)
-
-
-def _mini_gpt_class():
-    """A minimal GPT-2 (nanoGPT's shape): defined lazily so --help needs no torch."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self, n_head: int, n_embd: int):
-            super().__init__()
-            self.n_head = n_head
-            self.ln1, self.ln2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
-            self.qkv, self.proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
-            self.fc, self.out = nn.Linear(n_embd, 4 * n_embd), nn.Linear(4 * n_embd, n_embd)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            b, t, c = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-            q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-    class GPT(nn.Module):
-        def __init__(self, n_layer: int, n_head: int, n_embd: int, seq_len: int, vocab: int):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(seq_len, n_embd)
-            self.blocks = nn.ModuleList(Block(n_head, n_embd) for _ in range(n_layer))
-            self.ln_f = nn.LayerNorm(n_embd)
-            self.head = nn.Linear(n_embd, vocab, bias=False)
-            self.head.weight = self.wte.weight          # tied, as in GPT-2
-
-        def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
-            for block in self.blocks:
-                x = block(x)
-            logits = self.head(self.ln_f(x))
-            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
-
-    return GPT
-
-
-def MiniGPT(**shape: int) -> Any:    # noqa: N802 (a class, built lazily)
-    return _mini_gpt_class()(**shape)
+    return Workload(f"GPT-2 124M (workloads.model), B={batch}, T={seq}, bf16 autocast", torch.device(device), model, opt,
+                    batches, model, batch * seq, autocast)
 
 
 # -- timing -----------------------------------------------------------------------------------------
+def null_probe() -> Any:
+    """The bare side's probe: the package's probe API that does nothing (what ranks 1..N-1 of a
+    trial get), imported here because workloads.distributed imports torch."""
+    from workloads.distributed import NullProbe
+
+    return NullProbe()
+
+
 def _sync(w: Workload) -> None:
     if w.cuda:
         import torch
@@ -199,7 +160,7 @@ PARTS = {"full": {}, "timing": {"sample_hz": 0, "memory_every": 0}}
 
 
 def bare_block(w: Workload, steps: int, batches: Iterator, parts: str = "full") -> Tuple[float, float]:
-    return time_block(w, NullProbe(), steps, batches, untimed=BLOCK_WARMUP)
+    return time_block(w, null_probe(), steps, batches, untimed=BLOCK_WARMUP)
 
 
 def probed_block(w: Workload, steps: int, batches: Iterator, parts: str = "full") -> Tuple[float, float]:
@@ -220,7 +181,7 @@ def probed_block(w: Workload, steps: int, batches: Iterator, parts: str = "full"
 def measure(w: Workload, rounds: int, steps: int, warmup: int = WARMUP_STEPS, parts: str = "full") -> Dict[str, Any]:
     """ABBA / BAAB rounds; per round one ratio probed / bare of wall time and one of CPU time."""
     batches = cycle(w.batches)
-    time_block(w, NullProbe(), warmup, batches)
+    time_block(w, null_probe(), warmup, batches)
     probed_block(w, warmup, batches, parts)                   # the probe's own first-use costs (imports)
     out: Dict[str, Any] = {"bare": [], "probed": [], "ratios": [], "cpu_bare": [], "cpu_probed": [],
                            "cpu_ratios": [], "rounds": rounds, "steps": steps, "parts": parts}
@@ -236,12 +197,11 @@ def measure(w: Workload, rounds: int, steps: int, warmup: int = WARMUP_STEPS, pa
     return out
 
 
-def bootstrap_median_ci(values: List[float], confidence: float = 0.95, resamples: int = 4000) -> Tuple[float, float]:
-    rng = np.random.default_rng(0)
-    x = np.asarray(values)
-    medians = np.median(rng.choice(x, size=(resamples, len(x)), replace=True), axis=1)
-    tail = (1 - confidence) / 2
-    return float(np.quantile(medians, tail)), float(np.quantile(medians, 1 - tail))
+def bootstrap_median_ci(values: List[float]) -> Tuple[float, float]:
+    """95% percentile-bootstrap interval of the median, by the analysis's own bootstrap."""
+    from sweeper.analysis.stats import bootstrap_ci
+
+    return bootstrap_ci(values, "p50", confidence=0.95, n_resamples=4000, seed=0)
 
 
 def summarise(result: Dict[str, Any]) -> Dict[str, float]:
@@ -290,17 +250,21 @@ def empty_step_cost_us(device: str, steps: int = 2000, repeats: int = 5) -> floa
     costs = []
     for _ in range(repeats):
         with Probe.for_trial(ProbeConfig(), device, warmup_steps=0) as probe:
-            costs.append(per_step(probe) - per_step(NullProbe()))
+            costs.append(per_step(probe) - per_step(null_probe()))
     return min(costs) * 1e6
 
 
 def machine() -> str:
+    """The benchmarks' machine line (from sweeper.fingerprint), with the GPU, torch's threads and the load."""
     import torch
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
-    return (f"{platform.node()}: {os.cpu_count()} CPUs (load {load}), {gpu}, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), python {platform.python_version()}")
+    from sweeper.fingerprint import gpu_fields
+
+    gpu = gpu_fields(torch)
+    gpus = (f"{gpu['gpu_count']} x {gpu['gpu_name']} (driver {gpu.get('driver')}, CUDA {gpu['cuda']})"
+            if gpu["gpu_count"] else "no GPU")
+    return (f"{platform.node()}: {machine_line()}; {gpus}; {torch.get_num_threads()} torch threads; "
+            f"load {load_average()}")
 
 
 def run_device(device: str, quick: bool, rounds: Optional[int], steps: Optional[int], batch: int,

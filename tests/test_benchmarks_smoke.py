@@ -82,7 +82,8 @@ def test_startup_parser_and_helpers():
     assert markdown_table(["a", "b"], [[1.5, "x"]]).splitlines()[2] == "| 1.50 | x |"
 
 
-@pytest.mark.parametrize("script", ["overhead.py", "startup.py", "gpu_packing.py", "baselines.py"])
+@pytest.mark.parametrize("script", ["overhead.py", "startup.py", "gpu_packing.py", "baselines.py", "probe_overhead.py",
+                                    "aa_experiment.py"])
 def test_scripts_answer_help_without_heavy_imports(script):
     code = (f"import runpy, sys; sys.argv = ['{script}', '--help']\n"
             f"try:\n    runpy.run_path('benchmarks/{script}', run_name='__main__')\n"
