@@ -5,7 +5,7 @@
 #   2. ZeRO 0-3 at world size 2, native (DDP / ZeroRedundancyOptimizer / FSDP2) and DeepSpeed
 #   3. the GPU-marked tests
 # Run from the project root with .whl carried (Ray, Hydra, webdataset, DeepSpeed and its
-# dependencies); about 6 minutes. Logs and summaries land under $OUT.
+# dependencies); about 7 minutes. Logs and summaries land under $OUT.
 source "$(dirname "$0")/_gpu_host.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
 common=(wandb.enabled=false report.enabled=false results_dir=/tmp/results train.preset=gpt2-124m
@@ -31,6 +31,7 @@ PY
   timeout 300 python3 -m sweeper +sweep=zero train.backend=native,deepspeed "${common[@]}" | tail -4
   summary zero
   echo "== 3. the GPU-marked tests"
-  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_probe.py tests/test_train_step.py 2>&1 | tail -5
+  timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_probe_gpu.py tests/test_train_step.py \
+      tests/test_train_step_gpu.py 2>&1 | tail -8
 } 2>&1 | grep -v "authentication_token" | tee "$OUT/step.log"
 for f in /tmp/results/*/*/summary.csv; do cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$f")")")-summary.csv"; done

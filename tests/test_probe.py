@@ -2,8 +2,7 @@
 rule, memory growth from injected readings, sampler alignment, profiles, config and fingerprint.
 
 Everything here runs on a CPU in a few seconds; `slow` runs a real dataloader trial with 8
-workers through TrialHost; `gpu` exercises the CUDA paths (benchmarks/gpu_probe_check.py
-runs the same ones on a GPU host).
+workers through TrialHost. The CUDA paths, run for real on a GPU, are in tests/test_probe_gpu.py.
 """
 import math
 import multiprocessing
@@ -580,25 +579,6 @@ def test_a_dataloader_trial_with_8_workers_shows_worker_memory_apart_from_the_ma
     assert {"phase_data_wait_s", "util_cpu_pct", "disk_read_mb_s", "host_step_s"} <= set(steps.columns)
     assert 0 < record["summary"]["data_wait_share"] <= 1
     assert "torch_trace.json" in outcome.files
-
-
-# -- the GPU paths: the same checks benchmarks/gpu_probe_check.py runs ------------------------------
-def _gpu_check(name):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    from benchmarks import gpu_probe_check
-
-    verdict, figure = getattr(gpu_probe_check, name)()
-    assert verdict in ("PASS", "SKIP"), figure
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["check_events_are_lazy", "check_event_phase_accuracy", "check_phase_sums",
-                                  "check_cuda_memory_columns", "check_pinned_memory", "check_nvml_sampler",
-                                  "check_fingerprint", "check_torch_profile", "check_nsys_profile"])
-def test_gpu_paths(name):
-    _gpu_check(name)
 
 
 def test_cuda_timer_logic_with_fake_events(monkeypatch):

@@ -268,16 +268,6 @@ def test_ranks_read_their_own_shards_and_failures_are_reaped(tmp_path):
     assert "RANK CHECKS OK" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-def test_gpu_check_script_runs_on_a_cpu(capsys):
-    from benchmarks import gpu_train_check
-
-    code = gpu_train_check.main(["--device", "cpu", "--preset", "tiny", "--precision", "fp32", "--steps", "2",
-                                 "--warmup", "1", "--only", "eager", "--phases"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "| eager | " in out and "| 0.045 |" in out and "eager: backward" in out
-
-
 # -- real trials through the sweep ---------------------------------------------------------
 def _records(tmp_path, sweep):
     runs = [p for p in (tmp_path / "results" / sweep).iterdir() if (p / "trials").is_dir()]
