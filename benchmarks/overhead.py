@@ -20,6 +20,7 @@ On a 2-core machine the default run takes about 6 minutes; Ray Tune is half of i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -184,9 +185,9 @@ def zygote_round_trips(count: int) -> Dict[str, float]:
         outcome = host.run(spec, 60, {})
         returned = time.time()
         r = outcome.record
-        parts["launch"].append(r["started_at"] - called)
-        parts["run"].append(r["ended_at"] - r["started_at"])
-        parts["finish"].append(returned - r["ended_at"])
+        parts["launch"].append(r.started_at - called)
+        parts["run"].append(r.ended_at - r.started_at)
+        parts["finish"].append(returned - r.ended_at)
         parts["total"].append(returned - called)
         outcomes.append(outcome)
     host.close()
@@ -208,7 +209,7 @@ def driver_writes(outcomes: list, sizes: Sequence[int]) -> Dict[str, float]:
             trial_s, summary_s = [], []
             for i in range(n):
                 base = outcomes[i % len(outcomes)]
-                record = {**base.record, "trial_id": f"{i:012x}-0", "swept": {"workload.seed": i}}
+                record = dataclasses.replace(base.record, trial_id=f"{i:012x}-0", swept={"workload.seed": i})
                 t0 = time.perf_counter()
                 write_trial(run, record, config, base.files)
                 t1 = time.perf_counter()
