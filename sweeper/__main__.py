@@ -1,7 +1,8 @@
 """`python -m sweeper [+sweep=NAME] [key=value ...]`: parse, compose, launch, exit.
 
-The heavy lifting happens in the launcher plugin (hydra_plugins/sweeper_ray_launcher),
-which imports Ray only when it launches; `--help` and config errors stay fast.
+Hydra parses and composes; its launcher plugin (hydra_plugins/sweeper_ray_launcher) is an
+adapter that hands the checked jobs to sweeper.driver, which imports Ray only when the Ray
+executor starts; `--help` and config errors stay fast.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sweeper import exitcodes
 from sweeper.config import register_configs
@@ -18,23 +19,11 @@ CONF_DIR = str(Path(__file__).resolve().parent / "conf")   # shipped in the whee
 
 
 def run_in_process(cfg: DictConfig) -> None:
-    """Hydra's task function, used only with another launcher (hydra/launcher=basic):
-    the trial still runs in a forked process of its own, just without Ray."""
-    from sweeper.isolation import shared_host
-    from sweeper.plan import plan_trials, ClusterShape
-    from sweeper.results import run_dir, write_trial
-    from sweeper.schema import root_config_from_dict
-
-    from hydra.core.hydra_config import HydraConfig
-
-    values = OmegaConf.to_container(cfg, resolve=True)
-    root = root_config_from_dict(values)
-    overrides = list(HydraConfig.get().overrides.task)
-    trial = plan_trials([(overrides, root)], ClusterShape([1.0], [0.0]))[0]
-    outcome = shared_host().run(trial.spec(root.sweep.name, root.run_id), root.resources.timeout_s, {})
-    path = write_trial(run_dir(root.results_dir, root.sweep.name, root.run_id), outcome.record, values,
-                       outcome.files)
-    print(f"{outcome.record['status']}: {path}")
+    """Hydra's task function. The sweeper launcher runs every sweep itself and never calls it;
+    another launcher (hydra/launcher=basic) would, and is refused with what to use instead."""
+    print("error: hydra/launcher: only the sweeper launcher runs sweeps; for trials inside this "
+          "process (a debugger, a profiler) use executor=local", file=sys.stderr)
+    exitcodes.report(exitcodes.USAGE)
 
 
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run_in_process)
