@@ -33,7 +33,7 @@ def test_overhead_dry_run_prints_every_runner_command(capsys, tmp_path):
     overhead.main(["--dry-run", "--trials", "3", "--out", str(tmp_path)])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(overhead.RUNNERS) * len(overhead.WORKLOADS)
-    assert any("-m sweeper" in line and "hydra/launcher=basic" in line for line in lines)
+    assert any("-m sweeper" in line and "executor=local" in line for line in lines)
     assert any("baselines.py tune --trials 3" in line for line in lines)
     assert all("0,1,2" in line or "--trials 3" in line for line in lines)
 
