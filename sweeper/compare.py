@@ -2,16 +2,21 @@
 
     python -m sweeper.compare BASELINE_RUN CANDIDATE_RUN --metric p95 --max-ratio 1.15 [--json out.json]
 
-Cells are matched by cell_id (then, for cells left over, by identical swept values,
-with a warning: cell ids hash the whole trial config, so a new config key changes them).
-A cell is WORSE when its metric is significantly above max-ratio x the baseline's:
+Each run is analysed once (sweeper.analysis.run.analyze_run): a cell's figures and its
+per-repeat values are that Analysis' own, the ones its report, terminal table and
+cells.parquet show. Cells are matched by cell_id (then, for cells left over, by
+identical swept values, with a warning). When a matched cell's stored config differs
+between the runs (trials/<id>/config.yaml), the settings that differ are named.
+
+A cell is WORSE when its metric is significantly worse than max-ratio x the baseline's:
+step times (p50, p95) above baseline x max-ratio; throughput below baseline / max-ratio.
 
 - with enough repeats on both sides (Mann-Whitney can reach alpha): the baseline's
   per-repeat values are scaled by max-ratio and compared with the candidate's
   (two-sided Mann-Whitney over repeats, Holm across cells; worse = significant
-  and above). The repeat is the unit of evidence.
+  and beyond). The repeat is the unit of evidence.
 - otherwise (single repeats): the 95% bootstrap interval of the ratio of the
-  metric over the pooled measured steps must lie wholly above max-ratio. WEAKER:
+  metric over the pooled measured steps must lie wholly beyond max-ratio. WEAKER:
   steps of one process share its luck, so this interval is too narrow and a
   process-to-process difference can pass for a regression. Use repeats >= 5.
 
@@ -25,12 +30,15 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 OK, WORSE, BAD_INPUT = 0, 1, 2
 REPEATS, STEPS = "repeats", "steps (weaker)"
+METRICS = ("throughput", "p50", "p95")
+# Keys that say where a run went or how it is shown, not what it measured.
+NOT_SETTINGS = ("run_id", "results_dir", "resume", "dry_run", "sweep.", "analysis.", "wandb.", "report.", "hydra.")
 
 
 class InputError(Exception):
@@ -44,7 +52,7 @@ class CellResult:
     matched_by: str
     n_base: int
     n_cand: int
-    base: float                 # median over repeats of the metric, seconds
+    base: float                 # the cell's figure in each run's Analysis (median over repeats): s or items/s
     cand: float
     ratio: float                # cand / base
     low: float
@@ -52,89 +60,170 @@ class CellResult:
     test: str                   # REPEATS, STEPS, or why none ran
     p_adjusted: float
     worse: bool
+    settings_differ: Dict[str, List[Any]] = field(default_factory=dict)   # dotted key -> [base, candidate]
+
+
+@dataclass
+class Run:
+    path: Path
+    data: Any                   # RunData
+    analysis: Any               # Analysis
 
 
 # --------------------------------------------------------------------------- loading and matching
 
 
-def load(path: str):
-    from sweeper.analysis.cells import load_run, normalise
+def load(path: str, metric: str = "p95") -> Run:
+    from sweeper.analysis.run import analyze_run
+    from sweeper.schema import AnalysisConfig
 
     run = Path(path)
     if not run.is_dir():
         raise InputError(f"{path}: no such run folder")
     if not (run / "summary.parquet").exists():
         raise InputError(f"{path}: not a run folder (no summary.parquet); give results/<sweep>/<run-id>")
-    data = load_run(run)
-    data.summary = normalise(data.summary)
-    if data.summary.empty:
+    data, analysis = analyze_run(run, AnalysisConfig(metric=metric))
+    if analysis.cells.empty:
         raise InputError(f"{path}: the run has no trials")
-    return data
+    return Run(run, data, analysis)
 
 
-def _swept(summary, cell_id: str) -> tuple:
-    from sweeper.analysis.cells import value_text, swept_axes
+def _swept(cells, cell_id: str, axes: Sequence[str]) -> tuple:
+    from sweeper.analysis.text import value_text
 
-    row = summary[summary["cell_id"] == cell_id].iloc[0]
-    return tuple((a, value_text(row[a])) for a in swept_axes(summary))
+    row = cells[cells["cell_id"] == cell_id].iloc[0]
+    return tuple((a, value_text(row[a])) for a in axes)
 
 
-def match_cells(base, cand) -> List[tuple]:
+def match_cells(base: Run, cand: Run) -> List[tuple]:
     """[(base cell id, candidate cell id, how)]: by cell_id, then leftovers by swept values."""
-    base_ids = list(dict.fromkeys(base["cell_id"]))
-    cand_ids = list(dict.fromkeys(cand["cell_id"]))
+    base_ids = list(base.analysis.cells["cell_id"])
+    cand_ids = list(cand.analysis.cells["cell_id"])
     pairs = [(c, c, "cell_id") for c in base_ids if c in set(cand_ids)]
     left_base = [c for c in base_ids if c not in set(cand_ids)]
-    left_cand = {_swept(cand, c): c for c in cand_ids if c not in set(base_ids)}
+    left_cand = {_swept(cand.analysis.cells, c, cand.analysis.axes): c for c in cand_ids if c not in set(base_ids)}
     for c in left_base:
-        key = _swept(base, c)
+        key = _swept(base.analysis.cells, c, base.analysis.axes)
         if key and key in left_cand:
             pairs.append((c, left_cand.pop(key), "swept values"))
     return pairs
 
 
+# --------------------------------------------------------------------------- settings
+
+
+def flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
+    """{"data": {"seq_len": 1024}} -> {"data.seq_len": 1024}."""
+    if not isinstance(values, dict):
+        return {prefix.rstrip("."): values} if prefix else {}
+    out: Dict[str, Any] = {}
+    for key, value in values.items():
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else
+                   {f"{prefix}{key}": value})
+    return out
+
+
+def cell_config(run: Run, cell_id: str) -> Optional[Dict[str, Any]]:
+    """One stored trial config of the cell (a finished trial's when there is one), flattened."""
+    import yaml
+
+    summary = run.data.summary
+    trials = summary[summary["cell_id"] == cell_id].sort_values("status", key=lambda s: s != "ok")
+    for trial_id in trials["trial_id"]:
+        path = run.path / "trials" / str(trial_id) / "config.yaml"
+        if path.exists():
+            return flatten(yaml.safe_load(path.read_text()) or {})
+    return None
+
+
+def settings_differ(base: Optional[Dict[str, Any]], cand: Optional[Dict[str, Any]]) -> Dict[str, List[Any]]:
+    """{dotted key: [baseline value, candidate value]} of the settings that differ; a key
+    one side lacks reads "(absent)". Where the run went and how it is shown are left out."""
+    if base is None or cand is None:
+        return {}
+    absent = "(absent)"
+    keys = [k for k in sorted(set(base) | set(cand)) if not k.startswith(NOT_SETTINGS)]
+    return {k: [base.get(k, absent), cand.get(k, absent)] for k in keys
+            if (k in base) != (k in cand) or base.get(k) != cand.get(k)}
+
+
+def _setting_text(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def differ_line(result: CellResult) -> str:
+    changes = "; ".join(f"{k} {_setting_text(a)} -> {_setting_text(b)}" for k, (a, b) in result.settings_differ.items())
+    return f"cell {result.cell_id} ({result.cell}): settings differ: {changes}"
+
+
 # --------------------------------------------------------------------------- judging one cell
 
 
-def _repeat_values(data, cell_id: str, metric: str):
-    from sweeper.analysis.cells import repeat_table
+def _repeat_values(run: Run, cell_id: str, metric: str):
+    from sweeper.analysis.cells import COLUMN
 
-    table = repeat_table(data.summary[data.summary["cell_id"] == cell_id], data.steps)
-    return table[metric].dropna().to_numpy(dtype=float), list(table["trial_id"])
-
-
-def _pooled_steps(data, trial_ids: Sequence[str]):
-    steps = data.steps
-    if steps.empty:
-        return []
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
-    return measured.loc[measured["trial_id"].isin(trial_ids), "step_s"].to_numpy(dtype=float)
+    table = run.analysis.repeats[run.analysis.repeats["cell_id"] == cell_id]
+    return table[COLUMN[metric]].dropna().to_numpy(dtype=float), list(table["trial_id"])
 
 
-def judge(base, cand, pairs, metric: str, max_ratio: float, alpha: float) -> List[CellResult]:
+def _cell_figure(run: Run, cell_id: str, metric: str) -> float:
+    from sweeper.analysis.cells import COLUMN
+
+    cells = run.analysis.cells
+    return float(cells.loc[cells["cell_id"] == cell_id, COLUMN[metric]].iloc[0])
+
+
+def _pooled_steps(run: Run, trial_ids: Sequence[str]) -> Tuple[Any, Any]:
+    """(seconds, items) of the cell's measured steps."""
+    import numpy as np
+
+    from sweeper.analysis.cells import measured_steps
+
+    steps = measured_steps(run.data.steps)
+    steps = steps[steps["trial_id"].isin(trial_ids)]
+    items = steps["items"].to_numpy(dtype=float) if "items" in steps else np.full(len(steps), np.nan)
+    return steps["step_s"].to_numpy(dtype=float), items
+
+
+def _steps_ratio(base: Run, cand: Run, a_trials, b_trials, metric: str) -> Tuple[float, float, float]:
     from sweeper.analysis import stats
-    from sweeper.analysis.cells import cell_label, swept_axes
 
+    (sa, ia), (sb, ib) = _pooled_steps(base, a_trials), _pooled_steps(cand, b_trials)
+    if metric == "throughput":
+        return stats.throughput_ratio_ci(sa, ia, sb, ib)
+    return stats.ratio_ci(sa, sb, metric)
+
+
+def _beyond(ratio: float, max_ratio: float, metric: str) -> bool:
+    """Is cand / base worse than the allowed max_ratio (above it for times, below 1/it for throughput)?"""
+    return ratio < 1 / max_ratio if metric == "throughput" else ratio > max_ratio
+
+
+def judge(base: Run, cand: Run, pairs, metric: str, max_ratio: float, alpha: float) -> List[CellResult]:
+    from sweeper.analysis import stats
+
+    higher = metric == "throughput"
     results, scaled, scaled_at = [], [], []
     for base_id, cand_id, how in pairs:
         a, a_trials = _repeat_values(base, base_id, metric)
         b, b_trials = _repeat_values(cand, cand_id, metric)
-        row = base.summary[base.summary["cell_id"] == base_id].iloc[0]
-        label = cell_label({k: row[k] for k in swept_axes(base.summary)}) or base_id
-        result = CellResult(label, cand_id, how, a.size, b.size, _median(a), _median(b),
-                            math.nan, math.nan, math.nan, "", math.nan, False)
+        label = str(base.analysis.cells.loc[base.analysis.cells["cell_id"] == base_id, "cell"].iloc[0])
+        result = CellResult(label, cand_id, how, a.size, b.size, _cell_figure(base, base_id, metric),
+                            _cell_figure(cand, cand_id, metric), math.nan, math.nan, math.nan, "", math.nan, False,
+                            settings_differ(cell_config(base, base_id), cell_config(cand, cand_id)))
         if a.size == 0 or b.size == 0:
             result.test = "no finished baseline repeat" if a.size == 0 else "no finished candidate repeat"
             result.worse = a.size > 0
         elif stats.min_achievable_p(a.size, b.size) < alpha:
-            plain = stats.compare_cells(a, b, alpha, 0.0)
+            plain = stats.compare_cells(a, b, alpha, 0.0, higher_is_better=higher)
             result.ratio, result.low, result.high, result.test = plain.ratio, plain.ratio_low, plain.ratio_high, REPEATS
-            scaled.append(stats.compare_cells(a * max_ratio, b, alpha, 0.0))
+            allowed = a / max_ratio if higher else a * max_ratio
+            scaled.append(stats.compare_cells(allowed, b, alpha, 0.0, higher_is_better=higher))
             scaled_at.append(len(results))
         else:
-            ratio, low, high = stats.ratio_ci(_pooled_steps(base, a_trials), _pooled_steps(cand, b_trials), metric)
-            result.ratio, result.low, result.high, result.test = ratio, low, high, STEPS
-            result.worse = bool(low > max_ratio)
+            result.ratio, result.low, result.high = _steps_ratio(base, cand, a_trials, b_trials, metric)
+            result.test = STEPS
+            result.worse = bool(_beyond(result.high if higher else result.low, max_ratio, metric))
         results.append(result)
     for index, c in zip(scaled_at, stats.apply_holm(scaled)):
         results[index].p_adjusted = c.p_adjusted
@@ -142,49 +231,53 @@ def judge(base, cand, pairs, metric: str, max_ratio: float, alpha: float) -> Lis
     return results
 
 
-def _median(values) -> float:
-    import numpy as np
-
-    return float(np.median(values)) if len(values) else math.nan
-
-
 # --------------------------------------------------------------------------- output
 
 
-def _first_fingerprint(data) -> Dict[str, Any]:
-    return next((r["fingerprint"] for r in data.records if r.get("status") == "ok" and r.get("fingerprint")), {})
+def _first_fingerprint(run: Run) -> Dict[str, Any]:
+    return next((r["fingerprint"] for r in run.data.records if r.get("status") == "ok" and r.get("fingerprint")), {})
 
 
-def _num(x: float, scale: float = 1.0, digits: int = 2) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x * scale:.{digits}f}"
+def _unit(metric: str, run: Run) -> Tuple[str, float, Optional[int]]:
+    """(header unit, scale, digits) of a figure: ms for step times, items/s for throughput."""
+    if metric == "throughput":
+        return f"{run.analysis.workload.items_label}/s", 1.0, None
+    return f"{metric} ms", 1e3, 2
 
 
-def table(results: Sequence[CellResult], metric: str, max_ratio: float) -> str:
-    header = ["cell", f"base {metric} ms", f"cand {metric} ms", "ratio", "95% CI", "repeats", "test", "p (Holm)",
-              "result"]
-    rows = [[r.cell, _num(r.base, 1e3), _num(r.cand, 1e3), _num(r.ratio, 1.0, 3),
-             f"[{_num(r.low, 1.0, 3)}, {_num(r.high, 1.0, 3)}]" if math.isfinite(r.low) else "-",
-             f"{r.n_base}/{r.n_cand}", r.test, _num(r.p_adjusted, 1.0, 4),
-             f"WORSE (> {max_ratio:g}x)" if r.worse else "ok"] for r in results]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + rows]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths)] + lines[1:])
+def _worse_text(metric: str, max_ratio: float) -> str:
+    return f"WORSE (< 1/{max_ratio:g}x)" if metric == "throughput" else f"WORSE (> {max_ratio:g}x)"
+
+
+def table(results: Sequence[CellResult], metric: str, max_ratio: float, unit: Tuple[str, float, Optional[int]]) -> str:
+    from sweeper.analysis.text import interval, num, rate_digits, text_table
+
+    name, scale, digits = unit
+    header = ["cell", f"base {name}", f"cand {name}", "ratio", "95% CI", "repeats", "test", "p (Holm)", "result"]
+    rows = [[r.cell, num(r.base, scale, rate_digits(r.base) if digits is None else digits),
+             num(r.cand, scale, rate_digits(r.cand) if digits is None else digits), num(r.ratio, 1.0, 3),
+             interval(r.low, r.high, 1.0, 3), f"{r.n_base}/{r.n_cand}", r.test, num(r.p_adjusted, 1.0, 4),
+             _worse_text(metric, max_ratio) if r.worse else "ok"] for r in results]
+    return text_table(header, rows)
 
 
 def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: float,
         json_path: Optional[str]) -> int:
     from sweeper.fingerprint import differences
 
-    base, cand = load(baseline), load(candidate)
-    pairs = match_cells(base.summary, cand.summary)
+    base, cand = load(baseline, metric), load(candidate, metric)
+    pairs = match_cells(base, cand)
     if not pairs:
         raise InputError("the two runs have no cell in common (neither cell_id nor swept values match)")
     results = judge(base, cand, pairs, metric, max_ratio, alpha)
     diffs = differences(_first_fingerprint(base), _first_fingerprint(cand))
-    print(table(results, metric, max_ratio))
+    print(table(results, metric, max_ratio, _unit(metric, base)))
+    for result in results:
+        if result.settings_differ:
+            print(differ_line(result))
     for key, (a, b) in diffs.items():
         print(f"warning: the machines differ: {key}: {a} -> {b}")
-    _print_unmatched(base.summary, cand.summary, pairs)
+    _print_unmatched(base, cand, pairs)
     worse = [r for r in results if r.worse]
     code = WORSE if worse else OK
     print(f"{len(worse)} of {len(results)} cell(s) worse than {max_ratio:g}x the baseline's {metric}"
@@ -196,19 +289,25 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
     return code
 
 
-def _print_unmatched(base, cand, pairs) -> None:
-    in_base = set(base["cell_id"]) - {p[0] for p in pairs}
-    in_cand = set(cand["cell_id"]) - {p[1] for p in pairs}
+def _print_unmatched(base: Run, cand: Run, pairs) -> None:
+    in_base = set(base.analysis.cells["cell_id"]) - {p[0] for p in pairs}
+    in_cand = set(cand.analysis.cells["cell_id"]) - {p[1] for p in pairs}
     if in_base or in_cand:
         print(f"note: {len(in_base)} cell(s) only in the baseline, {len(in_cand)} only in the candidate: not compared")
     if any(p[2] != "cell_id" for p in pairs):
-        print("warning: some cells were matched by their swept values, not their cell_id: the trial configs "
-              "differ outside the swept axes")
+        print("warning: some cells were matched by their swept values, not their cell_id: their stored configs "
+              "differ (the lines above name the settings)")
 
 
 def _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code) -> Dict[str, Any]:
     def clean(value):
-        return None if isinstance(value, float) and not math.isfinite(value) else value
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
     return {"baseline": baseline, "candidate": candidate, "metric": metric, "max_ratio": max_ratio, "alpha": alpha,
             "fingerprint_differences": {k: list(v) for k, v in diffs.items()},
             "cells": [{k: clean(v) for k, v in asdict(r).items()} for r in results],
@@ -220,8 +319,11 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline", help="baseline run folder (results/<sweep>/<run-id>)")
     parser.add_argument("candidate", help="candidate run folder")
-    parser.add_argument("--metric", choices=("p50", "p95"), default="p95", help="per-repeat step-time quantile")
-    parser.add_argument("--max-ratio", type=float, default=1.15, help="allowed candidate / baseline (default 1.15)")
+    parser.add_argument("--metric", choices=METRICS, default="p95",
+                        help="per-repeat figure: throughput (items/s) or a step-time quantile (default p95)")
+    parser.add_argument("--max-ratio", type=float, default=1.15,
+                        help="allowed slowdown: candidate / baseline step time, or baseline / candidate "
+                             "throughput (default 1.15)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level, after Holm (default 0.05)")
     parser.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     return parser.parse_args(argv)

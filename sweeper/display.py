@@ -1,11 +1,15 @@
-"""What the driver prints: one progress line per finished trial, then the table.
+"""What the driver prints: one progress line per finished trial, then the sweep's end.
 
-Pure text formatting over records and summary rows, so it is tested by comparing strings.
+`progress_line` formats one trial's record. The end of a sweep (`results_table`,
+`footer`, `verdicts_text`) is a view of the run's one Analysis, formatted by the same
+functions (sweeper.report.tables) that report.md uses. Pure text, tested by comparing
+strings. Imports nothing heavy until the sweep's end.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Sequence
+import shlex
+from typing import Any, Dict, Set
 
 ISOLATION_WORDS = {
     "node": "one trial per node at a time",
@@ -41,87 +45,74 @@ def progress_line(done: int, total: int, record: Dict[str, Any], wall_s: float) 
             f"{_swept_text(record.get('swept', {}))}  {figures}  ({wall_s:.1f} s)")
 
 
-def _row_cells(row: Dict[str, Any], keys: Sequence[str]) -> List[str]:
-    cells = []
-    for key in keys:
-        value = row.get(key)
-        if short_key(key) == "pin_memory" and value is True and row.get("pin_memory_effective") is False:
-            value = "True*"
-        cells.append("-" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value))
-    return cells + [
-        _num(row.get("items_per_s"), digits=0),
-        _num(row.get("step_p50_s"), 1e3, 2),
-        _num(row.get("step_p95_s"), 1e3, 2),
-        _num(row.get("time_to_first_batch_s"), 1.0, 3),
-        str(row.get("status")),
-        str(row.get("trial_id")),
-    ]
+def _pin_memory_ineffective(summary) -> Set[str]:
+    """Cells asked for pin_memory=True where the trial said it had no effect (no CUDA device)."""
+    columns = [c for c in summary.columns if short_key(str(c)) == "pin_memory"]
+    if not columns or "pin_memory_effective" not in summary.columns:
+        return set()
+    asked = summary[columns].map(lambda v: str(v).lower() == "true").any(axis=1)
+    ignored = summary["pin_memory_effective"].map(lambda v: v is False or str(v).lower() == "false")
+    return set(summary.loc[asked & ignored, "cell_id"].astype(str))
 
 
-def _single(rows: Sequence[Dict[str, Any]]) -> bool:
-    return all("-" in str(r.get("trial_id", "-")) for r in rows)
+def _swept_cell(row: Dict[str, Any], axis: str, ineffective: bool) -> str:
+    from sweeper.analysis.text import value_text
+
+    text = value_text(row.get(axis))
+    return f"{text}*" if ineffective and short_key(axis) == "pin_memory" and text.lower() == "true" else text
 
 
-def _sort_key(row: Dict[str, Any]) -> tuple:
-    rate = row.get("items_per_s")
-    ok = row.get("status") in ("ok",) or str(row.get("status", "")).endswith(" ok")
-    ok = ok and rate is not None and math.isfinite(rate)
-    return (0 if ok else 1, -(rate or 0.0))
+def results_table(data, analysis) -> str:
+    """One row per cell, best first by the analysis metric: swept values, items/s (the
+    workload's own word), p50 ms, p95 ms, the workload's headline figures, status, cell id;
+    cells with no finished repeat last. Every figure is the analysis' own."""
+    from sweeper.analysis.text import text_table
+    from sweeper.report import tables
+
+    ineffective = _pin_memory_ineffective(data.summary) if "cell_id" in data.summary else set()
+    figures = tables.figures(analysis)
+    header = [analysis.names[a] for a in analysis.axes] + [f[1] for f in figures] + ["status", "cell"]
+    rows = [[_swept_cell(row, a, row["cell_id"] in ineffective) for a in analysis.axes]
+            + [tables.figure(row, c, scale, digits) for c, _, scale, digits in figures]
+            + [str(row["status"]), str(row["cell_id"])] for row in tables.best_first(analysis)]
+    first = len(analysis.axes)
+    return text_table(header, rows, set(range(first, first + len(figures))))
 
 
-_FIGURES = ("items_per_s", "step_p50_s", "step_p95_s", "time_to_first_batch_s")
+def _shell_word(text: str) -> str:
+    """An override as a shell word: bare when safe, "double-quoted" around Hydra's single quotes."""
+    if text == shlex.quote(text):
+        return text
+    return f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
 
 
-def _median(values: List[float]) -> Any:
-    values = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-
-
-def cell_rows(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """One row per grid point: the median of its finished repeats, and how many finished."""
-    cells: Dict[Any, List[Dict[str, Any]]] = {}
-    for row in rows:
-        cells.setdefault(row.get("cell_id") or row.get("trial_id"), []).append(row)
-    out = []
-    for cell, members in cells.items():
-        ok = [m for m in members if m.get("status") == "ok"]
-        merged = {**members[0], "trial_id": cell if len(members) > 1 else members[0].get("trial_id")}
-        merged.update({k: _median([m.get(k) for m in ok]) for k in _FIGURES})
-        if len(members) > 1:
-            merged["status"] = "ok" if len(ok) == len(members) else f"{len(ok)}/{len(members)} ok"
-        elif not ok:
-            merged["status"] = members[0].get("status")
-        out.append(merged)
-    return out
-
-
-def results_table(rows: Sequence[Dict[str, Any]], swept_keys: Sequence[str]) -> str:
-    """One row per grid point (the median over its repeats), best first by samples/s;
-    then the ones that did not finish."""
-    rows = cell_rows(rows)
-    header = [short_key(k) for k in swept_keys] + [
-        "samples/s", "p50 ms", "p95 ms", "first batch s", "status", "trial" if _single(rows) else "cell"]
-    body = [_row_cells(r, swept_keys) for r in sorted(rows, key=_sort_key)]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
-    numeric = set(range(len(swept_keys), len(swept_keys) + 4))
-    def fmt(cells):
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    lines = [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(b) for b in body]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def footer(rows: Sequence[Dict[str, Any]], isolation: str, run_path: str) -> str:
+def footer(data, isolation: str, run_path: str) -> str:
+    """Isolation, settings that had no effect, how to reproduce each failed trial, where results are."""
     lines = [f"isolation: {isolation} ({ISOLATION_WORDS.get(isolation, isolation)})"]
-    if any(r.get("pin_memory_effective") is False and any(short_key(k) == "pin_memory" and v is True
-                                                          for k, v in r.items()) for r in rows):
+    if "cell_id" in data.summary and _pin_memory_ineffective(data.summary):
         lines.append("* pin_memory=True had no effect: no CUDA device in the trial")
-    failed = [r for r in rows if r.get("status") != "ok"]
+    failed = [r for r in data.records if r.get("status") != "ok"]
     if failed:
         lines.append(f"{len(failed)} trial(s) did not finish; to reproduce one:")
-        lines += [f"  python -m sweeper {r.get('overrides', '')}  # {r.get('status')}: {r.get('error_type')}"
-                  for r in failed[:10]]
+        lines += [f"  python -m sweeper {' '.join(_shell_word(o) for o in r.get('overrides', []))}"
+                  f"  # {r.get('trial_id')} {r.get('status')}: {r.get('error_type')}" for r in failed[:10]]
+        if len(failed) > 10:
+            lines.append(f"  ... and {len(failed) - 10} more (summary.csv lists them)")
     lines.append(f"results: {run_path}")
+    return "\n".join(lines)
+
+
+def verdicts_text(analysis) -> str:
+    """The verdicts, noise floor, recommendation and notes, from the tables report.md prints."""
+    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.text import text_table
+    from sweeper.report import tables
+
+    header, rows = tables.verdicts(analysis)
+    numeric = {i for i, h in enumerate(header) if h != "cell" and not h.endswith("verdict")}
+    lines = ["verdicts against the baseline:", text_table(header, rows, numeric) if rows else "  no cells",
+             tables.judged(analysis), tables.noise_floor(analysis), "", "recommendation:"]
+    lines += [f"  {line}" for line in format_recommendation(analysis.recommendation)]
+    if analysis.notes:
+        lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
     return "\n".join(lines)

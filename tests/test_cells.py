@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis import cells, recommend, stats
+from sweeper.analysis.run import analyze_run
 from sweeper.results import load
 from sweeper.schema import AnalysisConfig, ConstraintsConfig
+from tests.synthetic_runs import LOADER_SPEC, loader_run, steady, write_run
 
 DATA = Path(__file__).parent / "data"
 
@@ -45,8 +47,9 @@ def test_verdicts_faster_slower_same_and_failed():
     assert a.baseline_id == "c0" and list(a.verdicts["cell_id"])[0] == "c0"
     assert v.loc["c0", "verdict"] == "baseline"
     assert v.loc["c1", "verdict"] == "slower" and v.loc["c1", "p50_ratio"] == pytest.approx(2.0, rel=0.02)
-    assert v.loc["c2", "verdict"] == "faster" and v.loc["c2", "p50_delta"] == -1.0
-    assert v.loc["c1", "p50_delta"] == 1.0      # positive: the cell tends to be slower
+    assert v.loc["c2", "verdict"] == "faster" and v.loc["c2", "p50_delta"] == 1.0
+    assert v.loc["c1", "p50_delta"] == -1.0     # Cliff's delta > 0: the cell tends to be faster, for any metric
+    assert v.loc["c2", "throughput_delta"] == 1.0 and v.loc["c1", "throughput_delta"] == -1.0
     assert v.loc["c3", "verdict"] == "no detectable change"
     assert v.loc["c4", "verdict"] == "failed" and list(a.verdicts["cell_id"])[-1] == "c4"
     # Holm across the family: the adjusted p is never below the raw one
@@ -120,6 +123,81 @@ def test_records_older_than_repeats_get_cell_ids():
     assert not out["is_baseline"].any()
 
 
+def test_throughput_is_the_default_metric_and_larger_is_faster():
+    # c1 moves 1.5x the items per second of the baseline, c2 two thirds of it
+    summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010 / 1.5, 6, seed=1),
+                        "c2": _around(0.015, 6, seed=2)})
+    a = cells.analyze(summary, EMPTY)
+    v = a.verdicts.set_index("cell_id")
+    assert a.metric == "throughput"
+    assert v.loc["c1", "throughput_ratio"] == pytest.approx(1.5, rel=0.03)     # cell / baseline items/s
+    assert v.loc["c1", "throughput_ratio_low"] < 1.5 < v.loc["c1", "throughput_ratio_high"]
+    assert v.loc["c1", "verdict"] == "faster" and v.loc["c1", "throughput_delta"] == 1.0
+    assert v.loc["c2", "verdict"] == "slower" and v.loc["c2", "throughput_delta"] == -1.0
+    assert list(a.verdicts["cell_id"]) == ["c0", "c1", "c2"]                   # baseline, then best first
+    # the ratio is the cell's figure over the baseline's: the same numbers the views print
+    figure = a.cells.set_index("cell_id")["items_per_s"]
+    assert v.loc["c1", "throughput_ratio"] == pytest.approx(figure["c1"] / figure["c0"])
+    rec = a.recommendation
+    assert rec.cell_id == "c1" and rec.objective == "throughput" and rec.gain == pytest.approx(0.5, rel=0.05)
+    assert rec.gain_low <= rec.gain <= rec.gain_high
+
+
+def test_significant_but_smaller_than_min_effect_reads_within():
+    # 3% more throughput, tight noise: significant after Holm, but under the 5% minimum
+    summary = _summary({"c0": _around(0.0100, 10, spread=0.002), "c1": _around(0.0100 / 1.03, 8, 0.002, seed=1),
+                        "c2": _around(0.0100 / 1.20, 8, 0.002, seed=2)})
+    a = cells.analyze(summary, EMPTY)
+    v = a.verdicts.set_index("cell_id")
+    assert v.loc["c1", "throughput_p_adj"] < 0.05
+    assert v.loc["c1", "verdict"] == "within 5%" and v.loc["c2", "verdict"] == "faster"
+    assert cells.analyze(summary, EMPTY, AnalysisConfig(min_effect=0.02)).verdicts \
+        .set_index("cell_id").loc["c1", "verdict"] == "faster"
+    assert cells.analyze(summary, EMPTY, AnalysisConfig(min_effect=0.1)).verdicts \
+        .set_index("cell_id").loc["c1", "verdict"] == "within 10%"
+    # a change that small is never recommended over the baseline
+    only_small = _summary({"c0": _around(0.0100, 10, spread=0.002), "c1": _around(0.0100 / 1.03, 8, 0.002, seed=1)})
+    assert recommend.recommend(cells.analyze(only_small, EMPTY)).is_baseline
+
+
+def test_a_loader_whose_p50_and_throughput_disagree_is_judged_on_throughput(tmp_path):
+    # "burst" has batches waiting most steps (p50 2 ms, 5x shorter than the baseline's) but
+    # stalls 60 ms one step in five: fewer samples per second. "more" is steadily 25% faster.
+    run = tmp_path / "loader" / "r1"
+    loader_run(run)
+    data, a = analyze_run(run, AnalysisConfig())
+    v = a.verdicts.set_index("cell_id")
+    assert v.loc["burst", "verdict"] == "slower" and v.loc["burst", "throughput_ratio"] < 0.8
+    assert v.loc["burst", "p50_verdict"] == "faster" and v.loc["burst", "p50_ratio"] < 0.25   # what p50 would claim
+    assert v.loc["more", "verdict"] == "faster"
+    assert a.recommendation.cell_id == "more" and a.recommendation.gain == pytest.approx(0.25, abs=0.02)
+    assert a.workload.items_label == "samples" and a.workload.memory == "host_mem_gb"
+    line = next(x for x in recommend.format_recommendation(a.recommendation) if x.startswith("recommended"))
+    assert "samples/s" in line and "judged on throughput" in line
+    # analysis.metric=p50 still works, and judges the other way
+    _, p50 = analyze_run(run, AnalysisConfig(metric="p50"))
+    assert p50.metric == "p50" and p50.recommendation.cell_id == "burst"
+    assert p50.verdicts.set_index("cell_id").loc["burst", "verdict"] == "faster"
+    assert list(p50.verdicts["cell_id"]) == ["base", "burst", "more"]        # best first by p50
+
+
+def test_headline_figures_and_memory_come_from_the_workload_spec(tmp_path):
+    run = tmp_path / "run"
+    records = write_run(run, [("a", {"data.x": 1}, steady(0.01)), ("b", {"data.x": 2}, steady(0.02))], repeats=3,
+                        spec={**LOADER_SPEC, "items_label": "tokens", "memory": "gpu_mem_gb",
+                              "headline": [["time_to_first_batch_s", "first batch ms", 1e3, 1]]})
+    data, a = analyze_run(run, AnalysisConfig(), records=records)
+    assert a.workload.items_label == "tokens" and a.workload.memory == "gpu_mem_gb"
+    assert a.workload.headline == [("time_to_first_batch_s", "first batch ms", 1e3, 1)]
+    firsts = [r["figures"]["time_to_first_batch_s"] for r in records if r["cell_id"] == "b"]
+    assert a.cells.set_index("cell_id").loc["b", "time_to_first_batch_s"] == pytest.approx(np.median(firsts))
+    # records older than specs: items, the first-batch time when recorded, memory from what the cells hold
+    old = cells.load_run(DATA / "dataloader-r5")
+    view = cells.analyze(old.summary, old.steps, records=old.records, n_resamples=100).workload
+    assert (view.items_label, view.memory) == ("items", "host_mem_gb")
+    assert [h[0] for h in view.headline] == ["time_to_first_batch_s"]
+
+
 # --------------------------------------------------------------------------- cell statistics
 
 
@@ -140,10 +218,14 @@ def test_cell_table_from_steps_leaves_out_warmup():
     assert c0["ci_over"] == "repeats" and c1["ci_over"] == "steps"
     for name in cells.CELL_STATISTICS + ("items_per_s",):
         assert c0[f"{name}_low"] <= c0[name] <= c0[f"{name}_high"], name
-    pooled = steps[(~steps["warmup"]) & steps["trial_id"].str.startswith("c0")]["step_s"]
-    assert c0["p50"] == pytest.approx(np.percentile(pooled, 50))
-    assert c0["items_per_s"] == pytest.approx(32 * 120 / pooled.sum())
-    assert c0["cv"] == pytest.approx(pooled.std(ddof=1) / pooled.mean())
+    measured = steps[(~steps["warmup"]) & steps["trial_id"].str.startswith("c0")]
+    per_repeat = measured.groupby("trial_id")["step_s"]
+    # figures judged: the median over repeats of each repeat's figure
+    assert c0["p50"] == pytest.approx(np.median(per_repeat.median()))
+    assert c0["items_per_s"] == pytest.approx(np.median(32 * per_repeat.size() / per_repeat.sum()))
+    # the spread: over the pooled steps
+    assert c0["cv"] == pytest.approx(measured["step_s"].std(ddof=1) / measured["step_s"].mean())
+    assert c0["mean"] == pytest.approx(measured["step_s"].mean())
     assert c0["num_cpus"] == 1.0 and c1["num_cpus"] == 2.0
 
 
@@ -210,7 +292,7 @@ def test_per_item_objective_when_batch_size_is_swept():
     # the recommendation ranks by time per item
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010, 6, seed=1)}, axis="data.batch_size")
     summary.loc[summary["cell_id"] == "c1", "items_per_s"] *= 2
-    a = cells.analyze(summary, EMPTY)
+    a = cells.analyze(summary, EMPTY, AnalysisConfig(metric="p50"))
     summary_mean = a.repeats.assign(mean=summary["step_mean_s"].to_numpy())
     a.repeats = summary_mean
     rec = recommend.recommend(a)

@@ -62,9 +62,11 @@ def test_real_injected_slowdown_fails(tmp_path, capsys):
     assert code == 1
     assert out.count("WORSE (> 1.15x)") == 2
     assert "matched by their swept values" in out
+    assert out.count("settings differ: probe.") == 2                # the probe: section added in between
     report = json.loads(out_json.read_text())
     assert report["exit_code"] == 1 and report["worse"] == 2 and report["metric"] == "p50"
     assert all(c["test"] == "repeats" and 1.25 < c["ratio"] < 1.35 for c in report["cells"])
+    assert all(c["settings_differ"]["probe.settle"] == ["(absent)", False] for c in report["cells"])
 
 
 def test_scaled_copy_of_a_real_run(tmp_path, capsys):
@@ -90,14 +92,59 @@ def test_single_repeats_use_the_weaker_step_rule(tmp_path, capsys):
     assert "steps (weaker)" in out and "weaker rule" in out
 
 
+def _edit_trials(run: Path, edit) -> None:
+    """Applies edit(record, config) to every trial's trial.json and config.yaml (the durable record)."""
+    import yaml
+
+    for folder in sorted((run / "trials").iterdir()):
+        record = json.loads((folder / "trial.json").read_text())
+        config = yaml.safe_load((folder / "config.yaml").read_text())
+        edit(record, config)
+        (folder / "trial.json").write_text(json.dumps(record))
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+
+
 def test_failed_candidate_cell_is_worse(tmp_path, capsys):
     cand = tmp_path / "cand"
     shutil.copytree(DATA / "sleepy-b", cand)
-    summary = pd.read_parquet(cand / "summary.parquet")
-    summary.loc[summary["data.batch_size"] == 16, "status"] = "failed"
-    summary.to_parquet(cand / "summary.parquet", index=False)
+
+    def fail_batch_16(record, config):
+        if record["swept"]["data.batch_size"] == 16:
+            record.update(status="failed", error_type="RuntimeError")
+    _edit_trials(cand, fail_batch_16)
     assert _gate(DATA / "sleepy-a", cand, "--metric", "p50") == 1
     assert "no finished candidate repeat" in capsys.readouterr().out
+
+
+def test_cells_whose_settings_differ_are_named(tmp_path, capsys):
+    cand = tmp_path / "cand"
+    shutil.copytree(DATA / "sleepy-b", cand)
+
+    def longer_sequences(record, config):
+        if record["swept"]["data.batch_size"] == 16:
+            config["data"]["seq_len"] = 2048
+    _edit_trials(cand, longer_sequences)
+    out_json = tmp_path / "gate.json"
+    assert _gate(DATA / "sleepy-a", cand, "--metric", "p50", "--json", out_json) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "settings differ" in line]
+    assert len(lines) == 1 and lines[0].startswith("cell ") and "(batch_size=16)" in lines[0]
+    assert lines[0].endswith("settings differ: data.seq_len 1024 -> 2048")         # run_id differs too: not a setting
+    cells = {c["cell"]: c for c in json.loads(out_json.read_text())["cells"]}
+    assert cells["batch_size=16"]["settings_differ"] == {"data.seq_len": [1024, 2048]}
+    assert cells["batch_size=8"]["settings_differ"] == {}
+
+
+def test_throughput_gate(tmp_path, capsys):
+    # per-repeat items/s pays for every slow step (it is the mean), so on these runs it spreads like
+    # p95: 1.3x slower is not significant beyond 1.15x with 5-10 repeats, 2x is
+    slow = _scaled_copy(DATA / "sleepy-a", tmp_path / "slow", 2.0)
+    assert _gate(DATA / "sleepy-a", slow, "--metric", "throughput", "--max-ratio", "1.15") == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("cell           base items/s  cand items/s  ratio")
+    assert out.count("WORSE (< 1/1.15x)") == 2
+    assert _gate(DATA / "sleepy-a", DATA / "sleepy-b", "--metric", "throughput") == 0
+    mild = _scaled_copy(DATA / "sleepy-a", tmp_path / "mild", 1.1)
+    assert _gate(DATA / "sleepy-a", mild, "--metric", "throughput", "--max-ratio", "1.15") == 0
 
 
 def test_machine_difference_is_flagged(tmp_path, capsys):
@@ -121,6 +168,18 @@ def test_bad_input_exits_2_with_one_line(args, message, capsys):
     assert _gate(*args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and message in err and len(err.splitlines()) == 1
+
+
+def test_figures_are_the_analysis_own(capsys):
+    from sweeper.analysis.run import analyze_run
+    from sweeper.schema import AnalysisConfig
+
+    assert _gate(DATA / "sleepy-a", DATA / "sleepy-b", "--metric", "throughput") == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:4]]
+    for run, column in ((DATA / "sleepy-a", 1), (DATA / "sleepy-b", 2)):
+        cells = analyze_run(run, AnalysisConfig(), n_resamples=10)[1].cells.set_index("cell")
+        for row in rows:
+            assert row[column] == f"{cells.loc[row[0], 'items_per_s']:,.0f}"
 
 
 def test_cli_starts_fast_and_imports_no_heavy_libraries():

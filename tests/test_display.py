@@ -1,37 +1,100 @@
-"""The final table, compared exactly."""
+"""The terminal: the final table, footer and verdicts as views of one Analysis, compared exactly."""
+import os
+from pathlib import Path
+
+import pytest
+
+from sweeper import publishers
+from sweeper.analysis.run import analyze_run
+from sweeper.analysis.text import cell_label, short_keys
 from sweeper.display import footer, progress_line, results_table
+from sweeper.report import tables
+from sweeper.schema import AnalysisConfig
+from tests.synthetic_runs import loader_run, steady, write_run
 
-ROWS = [
-    {"trial_id": "aaa-0", "status": "ok", "data.num_workers": 1, "data.pin_memory": True,
-     "pin_memory_effective": False, "items_per_s": 5000.0, "step_p50_s": 0.006, "step_p95_s": 0.011,
-     "time_to_first_batch_s": 0.1, "overrides": "data.num_workers=1"},
-    {"trial_id": "bbb-0", "status": "failed", "data.num_workers": 8, "data.pin_memory": False,
-     "items_per_s": None, "error_type": "ValueError", "overrides": "data.num_workers=8 +sweep=dataloader"},
-    {"trial_id": "ccc-0", "status": "ok", "data.num_workers": 2, "data.pin_memory": False,
-     "pin_memory_effective": False, "items_per_s": 10000.0, "step_p50_s": 0.003, "step_p95_s": 0.007,
-     "time_to_first_batch_s": 0.06, "overrides": "data.num_workers=2"},
-]
+DATA = Path(__file__).parent / "data"
+GOLDEN = DATA / "golden" / "dataloader-r5.terminal.txt"
+ROOT = {"resources": {"isolation": "node"}, "report": {"enabled": False}}
 
 
-def test_table_is_sorted_best_first_with_failures_last():
-    assert results_table(ROWS, ["data.num_workers", "data.pin_memory"]) == "\n".join([
-        "num_workers  pin_memory  samples/s  p50 ms  p95 ms  first batch s  status  trial",
-        "-----------  ----------  ---------  ------  ------  -------------  ------  -----",
-        "2            False          10,000    3.00    7.00          0.060  ok      ccc-0",
-        "1            True*           5,000    6.00   11.00          0.100  ok      aaa-0",
-        "8            False               -       -       -              -  failed  bbb-0",
-    ])
+@pytest.fixture(scope="module")
+def loader(tmp_path_factory):
+    """A synthetic loader run (tests/synthetic_runs.py) with one failed repeat."""
+    run = tmp_path_factory.mktemp("runs") / "r1"
+    records = loader_run(run)
+    (run / "trials" / "burst-1" / "steps.parquet").unlink()
+    failed = next(r for r in records if r["trial_id"] == "burst-1")
+    failed.update(status="failed", error_type="RuntimeError", summary={}, figures={})
+    failed["overrides"] = failed["overrides"] + ["analysis.baseline='data.num_workers=2 data.prefetch_factor=2'"]
+    return (run, *analyze_run(run, AnalysisConfig(), records=records, n_resamples=200))
 
 
-def test_footer_names_isolation_the_no_effect_setting_and_how_to_reproduce_failures():
-    text = footer(ROWS, "node", "results/x/1")
-    assert text.splitlines() == [
+def test_final_table_is_best_first_by_throughput(loader):
+    _, data, analysis = loader
+    assert results_table(data, analysis).splitlines() == [
+        "num_workers  prefetch_factor  samples/s  p50 ms  p95 ms  first batch s  status  cell",
+        "-----------  ---------------  ---------  ------  ------  -------------  ------  -----",
+        "4            2                    3,997    7.99    8.27          0.075  ok      more",
+        "2            2                    3,202   10.00   10.27          0.105  ok      base",
+        "2            8                    2,361    2.01   60.22          0.080  5/6 ok  burst",
+    ]
+
+
+def test_final_table_follows_the_metric(loader):
+    run, data, _ = loader
+    _, by_p50 = analyze_run(run, AnalysisConfig(metric="p50"), records=data.records, n_resamples=200)
+    assert [line.split()[-1] for line in results_table(data, by_p50).splitlines()[2:]] == ["burst", "more", "base"]
+
+
+def test_footer_names_isolation_and_how_to_reproduce_failures(loader):
+    run, data, _ = loader
+    assert footer(data, "node", "results/x/1").splitlines() == [
         "isolation: node (one trial per node at a time)",
-        "* pin_memory=True had no effect: no CUDA device in the trial",
         "1 trial(s) did not finish; to reproduce one:",
-        "  python -m sweeper data.num_workers=8 +sweep=dataloader  # failed: ValueError",
+        "  python -m sweeper data.num_workers=2 data.prefetch_factor=8 +sweep=loader "
+        "\"analysis.baseline='data.num_workers=2 data.prefetch_factor=2'\"  # burst-1 failed: RuntimeError",
         "results: results/x/1",
     ]
+
+
+def test_terminal_end_of_a_real_run_matches_golden():
+    """The whole end of a sweep of tests/data/dataloader-r5: table, footer (pin_memory had no
+    effect on that CPU machine), verdicts, noise floor, recommendation."""
+    run = DATA / "dataloader-r5"
+    data, analysis = analyze_run(run, AnalysisConfig())      # today's defaults (the run's own said p50)
+    text = publishers.terminal_end(data, analysis, ROOT, run).replace(str(run), "<run>")
+    if os.environ.get("SWEEPER_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text + "\n")
+    assert text + "\n" == GOLDEN.read_text(), "terminal output changed; SWEEPER_UPDATE_GOLDEN=1 rewrites it"
+    assert "True*" in text and "* pin_memory=True had no effect" in text
+    assert "report:" not in text                                                # report.enabled=false
+
+
+@pytest.mark.parametrize("keys, expected", [
+    (["data.num_workers"], ["num_workers"]),
+    (["wandb.enabled", "report.enabled"], ["wandb.enabled", "report.enabled"]),
+    (["data.num_workers", "wandb.enabled", "report.enabled"], ["num_workers", "wandb.enabled", "report.enabled"]),
+    (["a.b.x", "c.b.x", "y"], ["a.b.x", "c.b.x", "y"]),
+    (["b.y.x", "y.x", "z"], ["b.y.x", "y.x", "z"]),
+    (["train.seq_len", "data.seq_len", "data.batch_size"], ["train.seq_len", "data.seq_len", "batch_size"]),
+])
+def test_short_keys_stay_unique(keys, expected):
+    assert list(short_keys(keys).values()) == expected
+
+
+def test_column_headers_and_labels_keep_what_tells_settings_apart(tmp_path):
+    run = tmp_path / "r"
+    cells = [(f"c{i}", {"wandb.enabled": w, "report.enabled": r, "data.num_workers": 0}, steady(0.01 * (1 + i)))
+             for i, (w, r) in enumerate([(False, False), (True, False), (False, True)])]
+    write_run(run, cells, repeats=2)
+    data, analysis = analyze_run(run, AnalysisConfig(), n_resamples=50)
+    header = results_table(data, analysis).splitlines()[0].split()
+    assert header[:3] == ["wandb.enabled", "report.enabled", "num_workers"]
+    labels = set(analysis.cells["cell"])
+    assert "wandb.enabled=True report.enabled=False num_workers=0" in labels
+    assert cell_label({"data.num_workers": 2}) == "num_workers=2"
+    verdicts = tables.verdicts(analysis)[1]
+    assert {row[0] for row in verdicts} == labels                             # the report's tables say the same
 
 
 def test_progress_line():
@@ -39,18 +102,3 @@ def test_progress_line():
               "summary": {"items_per_s": 10000.0, "step_p50_s": 0.003}}
     assert progress_line(3, 12, record, 4.25) == \
         "[ 3/12] ok      ccc-0  num_workers=2  10,000 samples/s  p50 3.00 ms  (4.2 s)"
-
-
-def test_repeats_collapse_to_one_row_per_grid_point():
-    def trial(cell, repeat, rate, status="ok"):
-        return {"trial_id": f"{cell}-{repeat}", "cell_id": cell, "status": status, "data.num_workers": len(cell),
-                "items_per_s": rate, "step_p50_s": 1 / rate if rate else None, "step_p95_s": None,
-                "time_to_first_batch_s": 0.1}
-    rows = [trial("a", 0, 100.0), trial("a", 1, 300.0), trial("a", 2, 200.0),
-            trial("bb", 0, 1000.0), trial("bb", 1, None, "failed")]
-    assert results_table(rows, ["data.num_workers"]).splitlines() == [
-        "num_workers  samples/s  p50 ms  p95 ms  first batch s  status  cell",
-        "-----------  ---------  ------  ------  -------------  ------  ----",
-        "2                1,000    1.00       -          0.100  1/2 ok  bb",
-        "1                  200    5.00       -          0.100  ok      a",
-    ]

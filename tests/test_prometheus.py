@@ -1,5 +1,6 @@
 """The Prometheus exporter: started on a free local port, scraped once, stopped; the alert rule
 checked by promtool against what the exporter served."""
+import os
 import shutil
 import socket
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.analysis.cells import load_run, repeat_table
+from sweeper.analysis.run import analyze_run, run_analysis_config
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,24 +72,46 @@ def test_a_sweep_folder_serves_its_newest_run(tmp_path):
     assert latest_run(tmp_path / "half-written") is None
 
 
-def test_serves_p50_p95_per_cell_and_the_baseline(scraped):
+def test_serves_the_analysis_figures_per_cell_and_the_baseline(scraped):
     families, _ = scraped
     run = SERVED
-    data = load_run(run)
-    expected = repeat_table(data.summary, data.steps).groupby("cell_id")[["p50", "p95"]].median()
+    _, analysis = analyze_run(run, run_analysis_config(run), n_resamples=10)
+    expected = analysis.cells.set_index("cell_id")               # what the report and cells.parquet show
     samples = families["sweeper_cell_step_seconds"].samples
     assert {s.labels["run"] for s in samples} == {run.name}      # the folder's name
     got = {(s.labels["cell_id"], s.labels["quantile"]): s.value for s in samples}
     assert len(got) == 2 * len(expected)
+    rates = {s.labels["cell_id"]: s.value for s in families["sweeper_cell_items_per_second"].samples}
     for cell_id, row in expected.iterrows():
         assert got[(cell_id, "0.5")] == pytest.approx(row["p50"])
         assert got[(cell_id, "0.95")] == pytest.approx(row["p95"])
-    baseline = data.summary.loc[data.summary["is_baseline"], "cell_id"].iloc[0]
+        assert rates[cell_id] == pytest.approx(row["items_per_s"])
+    assert {s.labels["cell"] for s in samples} == set(expected["cell"])
+    baseline = analysis.baseline_id
     base = {s.labels["quantile"]: s.value for s in families["sweeper_baseline_step_seconds"].samples}
     assert base == {"0.5": pytest.approx(expected.loc[baseline, "p50"]),
                     "0.95": pytest.approx(expected.loc[baseline, "p95"])}
+    base_rate = families["sweeper_baseline_items_per_second"].samples
+    assert [s.value for s in base_rate] == [pytest.approx(expected.loc[baseline, "items_per_s"])]
     repeats = {s.labels["cell_id"]: s.value for s in families["sweeper_cell_repeats"].samples}
     assert repeats[baseline] == 2 * min(repeats.values())          # the baseline runs twice as often
+
+
+def test_a_scrape_analyses_the_folder_again_only_when_it_changed(tmp_path, monkeypatch):
+    from sweeper.exporters import prometheus
+
+    run = tmp_path / "sleepy" / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    calls = []
+    real = prometheus.analyze
+    monkeypatch.setattr(prometheus, "analyze", lambda path: calls.append(path) or real(path, n_resamples=10))
+    collector = prometheus.RunCollector(run.parent)
+    first = collector.current()[1]
+    assert collector.current()[1] is first and len(calls) == 1           # unchanged: the same Analysis
+    (run / "trials" / ".staging-x").mkdir()                    # the driver starts writing a trial folder
+    os.utime(run / "trials", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert collector.current()[1] is not first and len(calls) == 2
+    assert "sweeper_cell_items_per_second" in [f.name for f in collector.describe()]
 
 
 def test_bad_folder_exits_2(tmp_path):

@@ -234,13 +234,30 @@ def test_three_vs_three_is_too_few():
     assert c.verdict == stats.TOO_FEW
 
 
-def test_significant_but_small_effect_not_flagged():
+def test_significant_but_smaller_than_min_effect_reads_within():
     a = [1.00, 1.001, 1.002, 1.003, 1.004, 1.005, 1.006, 1.007]
     b = [x * 1.03 for x in a]
     c = stats.compare_cells(a, b)
     assert c.p_value < 0.001
-    assert c.verdict == stats.NO_CHANGE
+    assert c.verdict == "within 5%" == stats.within(0.05) and c.verdict.startswith(stats.WITHIN)
     assert stats.decide(c, alpha=0.05, min_effect=0.02) == stats.SLOWER
+    assert stats.decide(c, alpha=0.05, min_effect=0.1) == "within 10%"
+    not_significant = dataclasses.replace(c, p_adjusted=0.2)
+    assert stats.decide(not_significant) == stats.NO_CHANGE
+
+
+@pytest.mark.parametrize("shift", [1.10, 0.90])
+def test_higher_is_better_flips_the_direction_not_the_ratio(shift):
+    # items/s of b 10% above (or below) a's: larger is faster for throughput
+    a, b = _lognormal(20, 8), _lognormal(21, 8) * shift
+    lower = stats.compare_cells(a, b)
+    higher = stats.compare_cells(a, b, higher_is_better=True)
+    assert higher.ratio == lower.ratio and higher.p_value == lower.p_value
+    assert higher.cliffs_delta == lower.cliffs_delta                      # P(a > b) - P(a < b), on the values
+    expected = stats.FASTER if shift > 1 else stats.SLOWER
+    assert higher.verdict == expected
+    assert lower.verdict == {stats.FASTER: stats.SLOWER, stats.SLOWER: stats.FASTER}[expected]
+    assert stats.compare_cells(b, a, higher_is_better=True).verdict == lower.verdict   # swapping swaps it
 
 
 def test_apply_holm_decides_again():
@@ -331,6 +348,37 @@ def test_hierarchical_ci_keeps_the_process_spread():
     assert u_low == pytest.approx(low, rel=0.03) and u_high == pytest.approx(high, rel=0.03)
     assert all(math.isnan(v) for v in stats.hierarchical_ci([steps[0]], "p50")[1:])
     assert all(math.isnan(v) for v in stats.hierarchical_ci([[], [math.nan]]))
+
+
+def test_cell_cis_per_repeat_figures_and_pooled_spread():
+    steps = _simulate_steps(np.random.default_rng(13), (6,))       # 6 repeats x 100 steps
+    items = [np.full(100, 32.0)] * 6
+    cis = stats.cell_cis(list(steps), items, n_resamples=500, seed=1)
+    assert cis["p50"][0] == pytest.approx(np.median(np.percentile(steps, 50, axis=1)))
+    assert cis["p95"][0] == pytest.approx(np.median(np.percentile(steps, 95, axis=1)))
+    assert cis["items_per_s"][0] == pytest.approx(np.median(3200 / steps.sum(axis=1)))
+    assert cis["mean"][0] == pytest.approx(steps.mean())
+    assert cis["cv"][0] == pytest.approx(steps.std(ddof=1) / steps.mean())
+    for name, (point, low, high) in cis.items():
+        assert low < point < high, name
+    # repeats of unequal length take the one-at-a-time path and agree closely
+    uneven = [r[: 90 + i] for i, r in enumerate(steps)]
+    u = stats.cell_cis(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=500, seed=1)
+    assert u["items_per_s"][1] == pytest.approx(cis["items_per_s"][1], rel=0.03)
+    assert u["p50"][2] == pytest.approx(cis["p50"][2], rel=0.03)
+    one = stats.cell_cis([steps[0]], [items[0]])
+    assert one["p50"][0] == pytest.approx(np.percentile(steps[0], 50)) and math.isnan(one["p50"][1])
+
+
+def test_throughput_ratio_ci():
+    rng = np.random.default_rng(3)
+    a, b = 0.01 * np.exp(rng.normal(0, 0.05, 50)), 0.008 * np.exp(rng.normal(0, 0.05, 60))
+    ratio, low, high = stats.throughput_ratio_ci(a, 32, b, 32, n_resamples=1000)
+    assert ratio == pytest.approx((32 * 60 / b.sum()) / (32 * 50 / a.sum()))
+    assert low < ratio < high and low > 1.1
+    back, _, _ = stats.throughput_ratio_ci(b, 32, a, 32)
+    assert back == pytest.approx(1 / ratio)
+    assert all(math.isnan(v) for v in stats.throughput_ratio_ci([0.1], 1, [0.1], 1)[1:])
 
 
 def test_hierarchical_throughput_ci():

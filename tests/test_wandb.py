@@ -9,9 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import sinks
+from sweeper import publishers
+from sweeper.analysis.run import analyze_run, cell_summary
+from sweeper.publishers import wandb_sink
 from sweeper.results import read_records
-from sweeper.sinks import wandb_sink
+from sweeper.schema import AnalysisConfig
 
 DATA = Path(__file__).parent / "data"
 SECRET = "test-secret-value-0123456789"
@@ -73,10 +75,11 @@ def wandb_run(tmp_path_factory):
     trials = [next(r for r in records if r["is_baseline"]), next(r for r in records if not r["is_baseline"])]
     trials[1] = {**trials[1], "overrides": trials[1]["overrides"] + [f"+ray.runtime_env.env_vars.TOKEN={SECRET}"]}
     for record in trials:
-        sinks.on_trial(run, record, root)
-        sinks.drain()
-    sinks.on_sweep_end(run, records, root)
-    yield run, trials
+        publishers.on_trial(run, record, root)
+        publishers.drain()
+    data, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=100)
+    publishers.on_sweep_end(run, data, analysis, root)
+    yield run, trials, analysis
     mp.undo()
     import wandb
 
@@ -88,13 +91,13 @@ def _runs(run: Path):
 
 
 def test_one_offline_run_per_trial_plus_summary(wandb_run):
-    run, trials = wandb_run
+    run, trials, _ = wandb_run
     names = set(_runs(run))
     assert names == {trials[0]["trial_id"], trials[1]["trial_id"], "same-a-summary"}
 
 
 def test_trial_run_holds_its_steps_and_figures(wandb_run):
-    run, trials = wandb_run
+    run, trials, _ = wandb_run
     record = trials[1]
     history, summary, config = history_and_summary(_runs(run)[record["trial_id"]])
     steps = pd.read_parquet(run / "trials" / record["trial_id"] / "steps.parquet")
@@ -108,20 +111,24 @@ def test_trial_run_holds_its_steps_and_figures(wandb_run):
     assert config["cell_id"] == record["cell_id"] and config["repeat"] == record["repeat"]
 
 
-def test_summary_run_holds_the_verdict_table_and_figures(wandb_run):
-    run, _ = wandb_run
+def test_summary_run_holds_the_analysis_table_and_figures(wandb_run):
+    run, _, analysis = wandb_run
     folder = _runs(run)["same-a-summary"].parent
     tables = list(folder.glob("files/media/table/verdicts*.table.json"))
     assert len(tables) == 1
     table = json.loads(tables[0].read_text())
     verdict = table["columns"].index("verdict")
-    assert sorted(row[verdict] for row in table["data"]) == ["baseline", "no detectable change"]
+    assert sorted(row[verdict] for row in table["data"]) == ["baseline", "faster"]    # twice the items/s
+    # the same per-cell figures as cells.parquet, the report and the terminal
+    expected = cell_summary(analysis)
+    rate = table["columns"].index("items_per_s")
+    assert [row[rate] for row in table["data"]] == pytest.approx(list(expected["items_per_s"]))
     _, summary, _ = history_and_summary(_runs(run)["same-a-summary"])
-    assert "recommended:" in summary["recommendation"]
+    assert "recommended: batch_size=16" in summary["recommendation"]
 
 
 def test_no_credentials_in_anything_written(wandb_run):
-    run, trials = wandb_run
+    run, trials, _ = wandb_run
     _, _, config = history_and_summary(_runs(run)[trials[1]["trial_id"]])
     assert "TOKEN=[redacted:" in config["overrides"]         # an override that carried a secret
     for path in (run / "wandb").rglob("*"):
@@ -130,10 +137,12 @@ def test_no_credentials_in_anything_written(wandb_run):
 
 
 def test_disabled_writes_nothing(tmp_path):
+    from types import SimpleNamespace
+
     record = read_records(DATA / "sleepy-a")[0]
     for settings in ({"enabled": False}, {"enabled": True, "mode": "disabled"}):
         wandb_sink.on_trial(tmp_path, record, {"wandb": settings})
-        wandb_sink.on_sweep_end(tmp_path, [record], {"wandb": settings})
+        wandb_sink.on_sweep_end(tmp_path, SimpleNamespace(records=[record]), None, {"wandb": settings})
     assert not (tmp_path / "wandb").exists()
 
 
@@ -143,8 +152,8 @@ def test_not_installed_is_one_warning(tmp_path, monkeypatch, caplog):
     record = read_records(DATA / "sleepy-a")[0]
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
-            sinks.on_trial(tmp_path, record, {})
-            sinks.drain()
+            publishers.on_trial(tmp_path, record, {})
+            publishers.drain()
     warnings = [r for r in caplog.records if "wandb is not installed" in r.getMessage()]
     assert len(warnings) == 1 and not (tmp_path / "wandb").exists()
 
@@ -160,6 +169,6 @@ def test_a_wandb_failure_never_fails_the_sweep(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(wandb_sink, "_state", {"wandb": Broken, "warned": False})
     record = read_records(DATA / "sleepy-a")[0]
     with caplog.at_level(logging.WARNING):
-        sinks.on_trial(tmp_path, record, {})                 # must not raise
-        sinks.drain()
+        publishers.on_trial(tmp_path, record, {})            # must not raise
+        publishers.drain()
     assert any("wandb service unreachable" in r.getMessage() for r in caplog.records)

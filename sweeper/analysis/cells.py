@@ -1,10 +1,15 @@
-"""Cells: the repeats of one grid point, their statistics, and verdicts against the baseline.
+"""Cells: the repeats of one grid point, their figures, and verdicts against the baseline.
 
 A cell is one grid point (`cell_id`); each of its repeats is one trial process.
 The repeat is the unit of evidence (see stats.py): a cell is compared with the
-baseline over per-repeat p50 and p95 step times, Holm-adjusted across cells, and
-judged faster / slower / no detectable change / too few repeats. The noise floor
-is the baseline against itself: its repeats split into two interleaved halves.
+baseline over one value per repeat, Holm-adjusted across cells, and judged faster /
+slower / within the minimum effect / no detectable change / too few repeats. The
+noise floor is the baseline against itself: its repeats split into two interleaved halves.
+
+What is judged (`analysis.metric`): throughput by default, a repeat's items / its time
+over its measured steps (larger is faster); or the repeat's p50 or p95 step time
+(latency figures, smaller is faster). A cell's figure is the median over its finished
+repeats of each repeat's value, so a cell's figure / the baseline's is the verdict's ratio.
 
 Pure over DataFrames (the summary and the steps of `sweeper.results.load`); only
 `load_run` reads files. Imports no Ray, torch or W&B.
@@ -15,19 +20,28 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from sweeper.analysis import stats
+from sweeper.analysis.text import cell_label, short_keys, value_text
 from sweeper.schema import AnalysisConfig
 
 BASELINE = "baseline"
 FAILED = "failed"
-METRICS = ("p50", "p95")
-# Cell statistics with a bootstrap interval, over the cell's pooled measured steps.
+METRICS = ("throughput", "p50", "p95")
+# the repeat-table column each metric compares, and which way is faster
+COLUMN = {"throughput": "items_per_s", "p50": "p50", "p95": "p95"}
+HIGHER_IS_BETTER = {"throughput", "items_per_s"}
+# Pooled-step statistics of a cell, with a bootstrap interval (they describe its spread).
 CELL_STATISTICS = ("p50", "p95", "mean", "std", "cv")
+FIRST_BATCH = ("time_to_first_batch_s", "first batch s", 1.0, 3)
+# per metric in the verdict table: {metric}_{name}; the ratio is cell / baseline, its 95% interval ratio_low/high
+VERDICT_COLUMNS = ("ratio", "ratio_low", "ratio_high", "p", "p_adj", "delta", "verdict")
+
+Column = Tuple[str, str, float, int]      # figure key, column label, scale, digits
 
 
 @dataclass
@@ -40,25 +54,46 @@ class RunData:
 
 
 @dataclass
+class WorkloadView:
+    """What the views need of the workload's spec (the record's `workload_spec`)."""
+    name: str = ""
+    items_label: str = "items"
+    headline: List[Column] = field(default_factory=list)
+    memory: str = "host_mem_gb"           # the cells' memory column that is this workload's own
+
+
+@dataclass
 class Analysis:
-    metric: str
+    config: AnalysisConfig
     baseline_id: Optional[str]
     axes: List[str]
-    repeats: pd.DataFrame        # one row per finished trial: its p50, p95, throughput
-    cells: pd.DataFrame          # one row per cell: statistics with intervals
-    verdicts: pd.DataFrame       # one row per cell: against the baseline
+    names: Dict[str, str]        # axis -> its column header (shortest unique dotted tail)
+    workload: WorkloadView
+    repeats: pd.DataFrame        # one row per finished trial: its items/s, p50, p95, headline figures
+    cells: pd.DataFrame          # one row per cell: figures with intervals, status, memory
+    verdicts: pd.DataFrame       # one row per cell, best first: against the baseline, per metric
     noise_floor: Optional[stats.Comparison]
     notes: List[str]
+    recommendation: Any = None   # recommend.Recommendation, or None
+
+    @property
+    def metric(self) -> str:
+        return self.config.metric
 
 
 # --------------------------------------------------------------------------- loading
 
 
-def load_run(path) -> RunData:
-    """A run folder as frames; trial-level figures and start times join the summary."""
+def _as_dict(record: Any) -> Dict[str, Any]:
+    return record.to_dict() if hasattr(record, "to_dict") else record
+
+
+def load_run(path, records: Optional[Sequence[Any]] = None) -> RunData:
+    """A run folder as frames; trial-level figures and start times join the summary.
+    `records`: the run's trial records when the caller holds them (else read from disk)."""
     from sweeper.results import load, read_records
 
-    records = read_records(Path(path))
+    records = [_as_dict(r) for r in records] if records is not None else read_records(Path(path))
     summary, steps = load(path, records)
     return RunData(Path(path), with_record_fields(summary, records), steps, records)
 
@@ -98,20 +133,19 @@ def swept_axes(summary: pd.DataFrame) -> List[str]:
     return [c for c in summary.columns if "." in str(c)]
 
 
-def cell_label(values: Dict[str, Any]) -> str:
-    return " ".join(f"{str(k).rsplit('.', 1)[-1]}={value_text(v)}" for k, v in values.items())
-
-
-def value_text(value: Any) -> str:
-    """A swept value as the report prints it: 2.0 -> "2", None or NaN -> "-"."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+def workload_view(records: Sequence[Dict[str, Any]], summary: pd.DataFrame) -> WorkloadView:
+    """The records' workload spec; for records older than specs: items, the first-batch time
+    when the trials recorded one, and memory decided later from what the cells hold."""
+    spec = next((r.get("workload_spec") for r in records if r.get("workload_spec")), None) or {}
+    headline = [(str(k), str(label), float(scale), int(digits)) for k, label, scale, digits in spec.get("headline", [])]
+    if not spec and FIRST_BATCH[0] in summary.columns and summary[FIRST_BATCH[0]].notna().any():
+        headline = [FIRST_BATCH]
+    return WorkloadView(spec.get("name", ""), spec.get("items_label") or "items", headline, spec.get("memory", ""))
 
 
 def _matches(row: pd.Series, wanted: Dict[str, str], axes: Sequence[str]) -> bool:
     for key, value in wanted.items():
-        column = key if key in row.index else next((a for a in axes if a.rsplit(".", 1)[-1] == key), None)
+        column = key if key in row.index else next((a for a in axes if a.endswith("." + key)), None)
         if column is None or value_text(row[column]).lower() != value.lower():
             return False
     return True
@@ -136,28 +170,30 @@ def pick_baseline(cells: pd.DataFrame, spec: Optional[str], axes: Sequence[str])
 # --------------------------------------------------------------------------- per repeat
 
 
-def _measured(steps: pd.DataFrame) -> pd.DataFrame:
+def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps the figures are over: warm-up steps left out."""
     if steps.empty or "step_s" not in steps.columns:
         return pd.DataFrame(columns=["trial_id", "step_s"])
     return steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
 
 
-def repeat_table(summary: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per finished trial: cell, repeat, p50, p95, mean step time, items/s.
-
-    From the trial's measured steps when they are there, else from its summary row.
+def repeat_table(summary: pd.DataFrame, steps: pd.DataFrame, figures: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per finished trial: cell, repeat, p50, p95, mean step time, items/s, and the
+    workload's `figures` (headline keys). Items/s of a repeat is its items / its time over its
+    measured steps. From the trial's measured steps when they are there, else its summary row.
     """
     summary = normalise(summary)
     ok = summary[summary["status"] == "ok"]
-    by_trial = {k: g for k, g in _measured(steps).groupby("trial_id")} if not steps.empty else {}
+    by_trial = {k: g for k, g in measured_steps(steps).groupby("trial_id")} if not steps.empty else {}
     rows = []
     for row in ok.to_dict("records"):
         rows.append({"trial_id": row["trial_id"], "cell_id": row["cell_id"], "repeat": row["repeat"],
                      "is_baseline": row["is_baseline"], "started_at": row.get("started_at"),
-                     **_repeat_figures(row, by_trial.get(row["trial_id"]))})
+                     **_repeat_figures(row, by_trial.get(row["trial_id"])),
+                     **{k: _float(row.get(k)) for k in figures}})
     columns = ["trial_id", "cell_id", "repeat", "is_baseline", "started_at", "p50", "p95", "mean",
-               "items_per_s", "steps"]
-    return pd.DataFrame(rows, columns=columns)
+               "items_per_s", "steps", *(k for k in figures if k not in ("p50", "p95", "mean", "items_per_s"))]
+    return pd.DataFrame(rows, columns=list(dict.fromkeys(columns)))
 
 
 def _repeat_figures(row: Dict[str, Any], steps: Optional[pd.DataFrame]) -> Dict[str, float]:
@@ -179,60 +215,82 @@ def _float(value: Any) -> float:
         return math.nan
 
 
+def _median(values) -> float:
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(np.median(x)) if x.size else math.nan
+
+
 # --------------------------------------------------------------------------- per cell
 
 
-def cell_table(summary: pd.DataFrame, steps: pd.DataFrame, n_resamples: int = 2000,
-               seed: int = 0) -> pd.DataFrame:
-    """One row per cell: swept values, repeats, and p50/p95/mean/std/CV and items/s with intervals.
+def cell_table(summary: pd.DataFrame, steps: pd.DataFrame, n_resamples: int = 2000, seed: int = 0,
+               repeats: Optional[pd.DataFrame] = None, figures: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per cell: swept values, repeats, status, and its figures with intervals.
 
-    Intervals come from a two-level bootstrap (repeats, then steps) with 2 or more
-    repeats (`ci_over` = "repeats"); with one repeat they cover that process's step
-    noise only (`ci_over` = "steps") and are too narrow to compare cells with.
+    items_per_s, p50, p95 (and the workload's headline `figures`): the median over the
+    cell's finished repeats of each repeat's value. mean, std, cv: over its pooled
+    measured steps. Intervals come from a two-level bootstrap (repeats, then steps) with
+    2 or more repeats (`ci_over` = "repeats"); with one repeat they cover that process's
+    step noise only (`ci_over` = "steps") and are too narrow to compare cells with.
     """
     summary = normalise(summary)
+    repeats = repeat_table(summary, steps, figures) if repeats is None else repeats
     axes = swept_axes(summary)
-    measured = _measured(steps)
+    names = short_keys(axes)
+    measured = measured_steps(steps)
     by_trial = dict(tuple(measured.groupby("trial_id"))) if not measured.empty else {}   # once, not per cell
     rows = []
     for cell_id, trials in summary.groupby("cell_id", sort=False):
         ok = trials[trials["status"] == "ok"]
         groups = [by_trial[t] for t in sorted(set(ok["trial_id"])) if t in by_trial]
-        per_repeat = [g["step_s"].to_numpy(float) for g in groups]
-        items = [g["items"].to_numpy(float) if "items" in g else np.full(len(g), np.nan) for g in groups]
-        row = {"cell_id": cell_id, "cell": cell_label({a: trials[a].iloc[0] for a in axes}) or cell_id,
-               **{a: trials[a].iloc[0] for a in axes}, "is_baseline": bool(trials["is_baseline"].any()),
-               "repeats": len(ok), "failed": int(len(trials) - len(ok))}
-        row.update(_cell_statistics(per_repeat, items, ok, n_resamples, seed))
+        values = {a: trials[a].iloc[0] for a in axes}
+        row = {"cell_id": cell_id, "cell": cell_label(values, names) or cell_id, **values,
+               "is_baseline": bool(trials["is_baseline"].any()), "repeats": len(ok),
+               "failed": int(len(trials) - len(ok)), "status": _status(trials)}
+        row.update(_cell_statistics(groups, repeats[repeats["cell_id"] == cell_id], figures, n_resamples, seed))
         row.update(_resource_columns(trials, by_trial))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _cell_statistics(per_repeat, items, ok: pd.DataFrame, n_resamples: int, seed: int) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"steps": int(sum(r.size for r in per_repeat))}
-    if not per_repeat:   # no steps on disk: the summary's figures, without intervals
-        for name in ("p50", "p95", "mean"):
-            out[name] = float(ok[f"step_{name}_s"].astype(float).median()) if len(ok) else math.nan
-        out["items_per_s"] = float(ok["items_per_s"].astype(float).median()) if len(ok) else math.nan
+def _status(trials: pd.DataFrame) -> str:
+    """"ok", the one status all its trials ended with, else "3/5 ok"."""
+    statuses = list(trials["status"])
+    if len(set(statuses)) == 1:
+        return str(statuses[0])
+    return f"{statuses.count('ok')}/{len(statuses)} ok"
+
+
+def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures: Sequence[str],
+                     n_resamples: int, seed: int) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
+    out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
+    if not groups:   # no steps on disk: the summary's figures, without intervals
+        out["mean"] = _median(repeats["mean"])
         out["ci_over"] = "none"
         return out
-    over_repeats = len(per_repeat) >= 2
-    pooled = stats.hierarchical_cis(per_repeat, CELL_STATISTICS, n_resamples=n_resamples, seed=seed) \
-        if over_repeats else {}
-    for name in CELL_STATISTICS:
-        if over_repeats:
-            point, low, high = pooled[name]
-        else:
-            point = _point(per_repeat[0], name)
-            low, high = stats.bootstrap_ci(per_repeat[0], name, n_resamples=n_resamples, seed=seed)
-        out.update({name: point, f"{name}_low": low, f"{name}_high": high})
-    if over_repeats:
-        rate = stats.hierarchical_throughput_ci(per_repeat, items, n_resamples=n_resamples, seed=seed)
+    seconds = [g["step_s"].to_numpy(float) for g in groups]
+    items = [g["items"].to_numpy(float) if "items" in g else np.full(len(g), np.nan) for g in groups]
+    if len(groups) >= 2:
+        cis = stats.cell_cis(seconds, items, n_resamples=n_resamples, seed=seed)
     else:
-        rate = stats.throughput_ci(per_repeat[0], items[0], n_resamples=n_resamples, seed=seed)
-    out.update({"items_per_s": rate[0], "items_per_s_low": rate[1], "items_per_s_high": rate[2],
-                "ci_over": "repeats" if over_repeats else "steps"})
+        cis = _one_repeat_cis(seconds[0], items[0], n_resamples, seed)
+    for name, (point, low, high) in cis.items():
+        if name in stats.POOLED_FIGURES:
+            out[name] = point
+        out.update({f"{name}_low": low, f"{name}_high": high})
+    out["ci_over"] = "repeats" if len(groups) >= 2 else "steps"
+    return out
+
+
+def _one_repeat_cis(seconds: np.ndarray, items: np.ndarray, n_resamples: int, seed: int) -> Dict[str, tuple]:
+    """One process: intervals over its steps only (too narrow to compare cells with)."""
+    out = {}
+    for name in CELL_STATISTICS:
+        point = _point(seconds, name)
+        out[name] = (point, *stats.bootstrap_ci(seconds, name, n_resamples=n_resamples, seed=seed))
+    out["items_per_s"] = stats.throughput_ci(seconds, items, n_resamples=n_resamples, seed=seed)
     return out
 
 
@@ -249,6 +307,7 @@ def _point(samples: np.ndarray, name: str) -> float:
 #         adds up), else the sum of their maxima (an upper bound), else peak_host_mem_gb.
 GPU_MEMORY_MB = ("gpu_mem_peak_reserved_mb", "gpu_mem_peak_allocated_mb")
 HOST_MEMORY_MB = ("mem_main_pss_mb", "mem_workers_pss_mb")
+MEMORY_COLUMNS = ("gpu_mem_gb", "host_mem_gb")
 
 
 def trial_memory(row: pd.Series, steps: Optional[pd.DataFrame]) -> Dict[str, float]:
@@ -279,29 +338,39 @@ def _resource_columns(trials: pd.DataFrame, by_trial: Dict[str, pd.DataFrame]) -
     ok = trials[trials["status"] == "ok"]
     memory = [trial_memory(row, by_trial.get(row["trial_id"])) for _, row in ok.iterrows()]
     out = {}
-    for name in ("gpu_mem_gb", "host_mem_gb"):
+    for name in MEMORY_COLUMNS:
         values = [m[name] for m in memory if not math.isnan(m[name])]
         if values:
             out[name] = float(max(values))
     if "num_cpus" in trials.columns and trials["num_cpus"].notna().any():
-        out["num_cpus"] = float(trials["num_cpus"].astype(float).max())
+        out["num_cpus"] = float(pd.to_numeric(trials["num_cpus"], errors="coerce").max())
     return out
+
+
+def _memory_column(view: WorkloadView, cells: pd.DataFrame) -> str:
+    """The spec's memory column, else GPU memory when any cell recorded it, else host memory."""
+    if view.memory in MEMORY_COLUMNS:
+        return view.memory
+    has_gpu = "gpu_mem_gb" in cells.columns and cells["gpu_mem_gb"].notna().any()
+    return "gpu_mem_gb" if has_gpu else "host_mem_gb"
 
 
 # --------------------------------------------------------------------------- verdicts
 
 
-def _values(repeats: pd.DataFrame, cell_id: str, metric: str) -> np.ndarray:
-    return repeats.loc[repeats["cell_id"] == cell_id, metric].to_numpy(dtype=float)
+def _values(repeats: pd.DataFrame, cell_id: str, column: str) -> np.ndarray:
+    return repeats.loc[repeats["cell_id"] == cell_id, column].to_numpy(dtype=float)
 
 
 def compare_with_baseline(repeats: pd.DataFrame, cells: Sequence[str], baseline_id: str,
                           cfg: AnalysisConfig, metric: str, seed: int = 0) -> Dict[str, stats.Comparison]:
-    """Each cell against the baseline over per-repeat values of `metric`, Holm across cells."""
-    base = _values(repeats, baseline_id, metric)
+    """Each cell against the baseline over per-repeat values of `metric` (a metric name or a
+    repeat-table column), Holm across cells."""
+    column, higher = COLUMN.get(metric, metric), metric in HIGHER_IS_BETTER
+    base = _values(repeats, baseline_id, column)
     others = [c for c in cells if c != baseline_id]
-    raw = [stats.compare_cells(base, _values(repeats, c, metric), cfg.alpha, cfg.min_effect, seed=seed)
-           for c in others]
+    raw = [stats.compare_cells(base, _values(repeats, c, column), cfg.alpha, cfg.min_effect, seed=seed,
+                               higher_is_better=higher) for c in others]
     adjusted = stats.apply_holm(raw)
     return dict(zip(others, [_family_too_few(c, len(others)) for c in adjusted]))
 
@@ -319,20 +388,21 @@ def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, me
     """The baseline against itself: its repeats in run order, split into two interleaved halves."""
     base = repeats[repeats["cell_id"] == baseline_id]
     order = ["started_at", "repeat"] if base["started_at"].notna().all() else ["repeat"]
-    values = base.sort_values(order)[metric].to_numpy(dtype=float)
+    values = base.sort_values(order)[COLUMN[metric]].to_numpy(dtype=float)
     if values.size < 2:
         return None
-    return stats.compare_cells(values[0::2], values[1::2], cfg.alpha, cfg.min_effect, seed=seed)
+    return stats.compare_cells(values[0::2], values[1::2], cfg.alpha, cfg.min_effect, seed=seed,
+                               higher_is_better=metric in HIGHER_IS_BETTER)
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Dict[str, Dict[str, stats.Comparison]],
                   baseline_id: Optional[str], metric: str) -> pd.DataFrame:
     """One row per cell: its figures, then ratio [CI], p, adjusted p, Cliff's delta and verdict
-    per metric (`p50_*`, `p95_*`); `verdict` is the chosen metric's. Baseline first, then
-    fastest first by the chosen metric, cells with no finished repeat last."""
+    per metric (`throughput_ratio`, `p50_ratio_low`, ...: VERDICT_COLUMNS); `verdict` is the chosen metric's. Baseline
+    first, then best first by the chosen metric, cells with no finished repeat last."""
     rows = []
     for cell in cells.to_dict("records"):
-        row = {k: cell.get(k) for k in ("cell", "cell_id", "repeats", "failed", "p50", "p95", "items_per_s")}
+        row = {k: cell.get(k) for k in ("cell", "cell_id", "repeats", "failed", "items_per_s", "p50", "p95")}
         for m in METRICS:
             row.update(_comparison_columns(m, comparisons.get(m, {}).get(cell["cell_id"]),
                                            cell["cell_id"] == baseline_id, cell["repeats"]))
@@ -342,20 +412,22 @@ def verdict_table(cells: pd.DataFrame, comparisons: Dict[str, Dict[str, stats.Co
     if table.empty:
         return table
     rank = table["cell_id"].map(lambda c: 0 if c == baseline_id else 1) + (table["repeats"] == 0) * 2
-    return (table.assign(_rank=rank, _ratio=table[f"{metric}_ratio"].fillna(np.inf))
-            .sort_values(["_rank", "_ratio", "cell"], kind="stable").drop(columns=["_rank", "_ratio"])
+    worse_first = table[f"{metric}_ratio"] * (-1 if metric in HIGHER_IS_BETTER else 1)
+    return (table.assign(_rank=rank, _key=worse_first.fillna(np.inf))
+            .sort_values(["_rank", "_key", "cell"], kind="stable").drop(columns=["_rank", "_key"])
             .reset_index(drop=True))
 
 
 def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline: bool,
                         repeats: int) -> Dict[str, Any]:
-    names = ("ratio", "low", "high", "p", "p_adj", "delta", "verdict")
+    names = VERDICT_COLUMNS
     if is_baseline:
         values = (1.0, math.nan, math.nan, math.nan, math.nan, math.nan, BASELINE)
     elif c is None or repeats == 0:
         values = (math.nan,) * 6 + (FAILED if repeats == 0 else "",)
-    else:   # delta > 0: the cell's values tend to be larger (slower) than the baseline's
-        values = (c.ratio, c.ratio_low, c.ratio_high, c.p_value, c.p_adjusted, -c.cliffs_delta, c.verdict)
+    else:   # delta > 0: the cell tends to be faster than the baseline, whichever the metric
+        delta = -c.cliffs_delta if c.higher_is_better else c.cliffs_delta
+        values = (c.ratio, c.ratio_low, c.ratio_high, c.p_value, c.p_adjusted, delta, c.verdict)
     return {f"{metric}_{n}": v for n, v in zip(names, values)}
 
 
@@ -363,13 +435,18 @@ def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline:
 
 
 def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisConfig] = None,
-            n_resamples: int = 2000, seed: int = 0) -> Analysis:
-    """Cell statistics, verdicts against the baseline and the noise floor of one run."""
+            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = ()) -> Analysis:
+    """Cell figures, verdicts against the baseline, the noise floor and the recommendation of one run."""
+    from sweeper.analysis.recommend import recommend
+
     cfg = cfg or AnalysisConfig()
     summary = normalise(summary)
     axes = swept_axes(summary)
-    repeats = repeat_table(summary, steps)
-    cells = cell_table(summary, steps, n_resamples, seed)
+    view = workload_view(records, summary)
+    figures = [h[0] for h in view.headline]
+    repeats = repeat_table(summary, steps, figures)
+    cells = cell_table(summary, steps, n_resamples, seed, repeats, figures)
+    view.memory = _memory_column(view, cells)
     baseline_id, notes = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
     if baseline_id is not None:
         cells["is_baseline"] = cells["cell_id"] == baseline_id
@@ -377,11 +454,13 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
                    for m in METRICS} if baseline_id is not None else {}
     floor = noise_floor(repeats, baseline_id, cfg, cfg.metric, seed) if baseline_id is not None else None
     verdicts = verdict_table(cells, comparisons, baseline_id, cfg.metric) if not cells.empty else pd.DataFrame()
-    notes += _notes(cells, verdicts, floor, cfg, comparisons.get(cfg.metric, {}))
-    return Analysis(cfg.metric, baseline_id, axes, repeats, cells, verdicts, floor, notes)
+    notes += _notes(cells, repeats, floor, cfg, comparisons.get(cfg.metric, {}))
+    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes)
+    analysis.recommendation = recommend(analysis, cfg)
+    return analysis
 
 
-def _notes(cells: pd.DataFrame, verdicts: pd.DataFrame, floor: Optional[stats.Comparison],
+def _notes(cells: pd.DataFrame, repeats: pd.DataFrame, floor: Optional[stats.Comparison],
            cfg: AnalysisConfig, comparisons: Dict[str, stats.Comparison]) -> List[str]:
     notes = []
     if not cells.empty and (cells["repeats"] <= 1).all():
@@ -393,6 +472,9 @@ def _notes(cells: pd.DataFrame, verdicts: pd.DataFrame, floor: Optional[stats.Co
     if floor is not None and floor.verdict in (stats.FASTER, stats.SLOWER):
         notes.append("the baseline differs from itself (A/A): the machine drifted during the sweep; "
                      "treat the verdicts with suspicion")
+    if cfg.metric == "throughput" and not repeats.empty and repeats["items_per_s"].isna().all():
+        notes.append("the trials recorded no items per step, so throughput cannot be judged; "
+                     "use analysis.metric=p50")
     if "ci_over" in cells and (cells["ci_over"] == "none").any():
         notes.append("some cells have no steps.parquet: their figures come from the summary, without intervals")
     return notes

@@ -5,8 +5,11 @@ the one detectably faster than the baseline with the largest gain; when none is,
 the baseline itself, naming the best point estimate and why it was not chosen.
 A constraint whose figure the run did not record is ignored, and said so.
 
-When the items per step differ between cells (batch size swept), step times are
-not comparable, so cells are ranked by time per item (1 / throughput) instead.
+"Faster" is judged on `analysis.metric`: throughput by default (each repeat's items /
+its time; larger is better, gain = cell / baseline - 1). On p50 or p95 step time
+(smaller is better, gain = baseline / cell - 1), when the items per step differ
+between cells (batch size swept) step times are not comparable, so cells are ranked
+by time per item (1 / throughput) instead.
 Pure: takes an `Analysis` (cells.py), returns a `Recommendation` and its text.
 """
 from __future__ import annotations
@@ -19,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.cells import Analysis, compare_with_baseline
+from sweeper.analysis.cells import COLUMN, HIGHER_IS_BETTER, METRICS, compare_with_baseline
+from sweeper.analysis.text import num, pct
 from sweeper.schema import AnalysisConfig, ConstraintsConfig
 
 # constraint -> (cell-table column, unit)
@@ -32,9 +36,9 @@ PER_ITEM = "s_per_item"
 class Recommendation:
     cell_id: Optional[str]
     cell: str
-    objective: str                     # "p50", "p95" or "s_per_item"
-    value: float                       # the objective's median over repeats (seconds)
-    gain: float                        # baseline / cell - 1: 0.25 = 25% faster than the baseline
+    objective: str                     # "throughput", "p50", "p95" or "s_per_item"
+    value: float                       # the objective's median over the cell's repeats
+    gain: float                        # 0.25 = 25% faster than the baseline (throughput x 1.25, or time / 1.25)
     gain_low: float
     gain_high: float
     verdict: str
@@ -43,10 +47,14 @@ class Recommendation:
     ignored: List[str] = field(default_factory=list)
     excluded: List[str] = field(default_factory=list)
     runner_up: str = ""                # the best point estimate, when it was not chosen
+    baseline_value: float = math.nan   # the objective's median over the baseline's repeats
+    items_label: str = "items"
 
 
-def _objective(analysis: Analysis) -> str:
-    """The metric, unless items per step differ between cells (then time per item)."""
+def _objective(analysis) -> str:
+    """The metric; on step times, time per item instead when items per step differ between cells."""
+    if analysis.metric in HIGHER_IS_BETTER:
+        return analysis.metric
     r = analysis.repeats
     per_step = (r["items_per_s"] * r["mean"]).round(6)
     per_cell = per_step.groupby(r["cell_id"]).median().dropna()
@@ -69,11 +77,11 @@ def _allowed(cells: pd.DataFrame, constraints: ConstraintsConfig):
     return mask, applied, ignored
 
 
-def _comparisons(analysis: Analysis, objective: str, cfg: AnalysisConfig) -> pd.DataFrame:
-    """ratio, low, high, verdict per cell for the objective (cell / baseline, lower is better)."""
-    if objective != PER_ITEM:
+def _comparisons(analysis, objective: str, cfg: AnalysisConfig) -> pd.DataFrame:
+    """ratio, low, high (cell / baseline) and verdict per cell for the objective."""
+    if objective in METRICS:
         v = analysis.verdicts.set_index("cell_id")
-        return v[[f"{objective}_ratio", f"{objective}_low", f"{objective}_high", f"{objective}_verdict"]] \
+        return v[[f"{objective}_ratio", f"{objective}_ratio_low", f"{objective}_ratio_high", f"{objective}_verdict"]] \
             .set_axis(["ratio", "low", "high", "verdict"], axis=1)
     repeats = analysis.repeats.assign(**{PER_ITEM: 1.0 / analysis.repeats["items_per_s"]})
     found = compare_with_baseline(repeats, list(analysis.cells["cell_id"]), analysis.baseline_id, cfg, PER_ITEM)
@@ -82,77 +90,93 @@ def _comparisons(analysis: Analysis, objective: str, cfg: AnalysisConfig) -> pd.
     return pd.DataFrame.from_dict(rows, orient="index", columns=["ratio", "low", "high", "verdict"])
 
 
-def recommend(analysis: Analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recommendation]:
+def _gain(ratio: float, higher_is_better: bool) -> float:
+    """How much faster than the baseline: throughput x (1 + gain), or time / (1 + gain)."""
+    if not (ratio and math.isfinite(ratio)):
+        return math.nan
+    return ratio - 1.0 if higher_is_better else 1.0 / ratio - 1.0
+
+
+def _with_gains(table: pd.DataFrame, higher: bool) -> pd.DataFrame:
+    low, high = (table["low"], table["high"]) if higher else (table["high"], table["low"])
+    return table.assign(gain=table["ratio"].map(lambda r: _gain(r, higher)),
+                        gain_low=low.map(lambda r: _gain(r, higher)),
+                        gain_high=high.map(lambda r: _gain(r, higher)))
+
+
+def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recommendation]:
     """The configuration to use, or None when no cell finished or there is no baseline."""
-    cfg = cfg or AnalysisConfig()
+    cfg = cfg or analysis.config
     cells = analysis.cells
-    if cells.empty or analysis.baseline_id is None:
+    if cells.empty or analysis.baseline_id is None or analysis.verdicts.empty:
         return None
     objective = _objective(analysis)
     mask, applied, ignored = _allowed(cells, cfg.constraints)
-    comparisons = _comparisons(analysis, objective, cfg)
-    table = cells.set_index("cell_id").join(comparisons)
+    table = _with_gains(cells.set_index("cell_id").join(_comparisons(analysis, objective, cfg)),
+                        objective in HIGHER_IS_BETTER)
     candidates = table[mask.to_numpy() & (table["repeats"] > 0).to_numpy()]
     excluded = [str(c) for c in table.loc[~mask.to_numpy(), "cell"]]
+    label = analysis.workload.items_label
     if candidates.empty:
         return Recommendation(None, "", objective, math.nan, math.nan, math.nan, math.nan, "",
-                              False, applied, ignored, excluded)
-    faster = candidates[candidates["verdict"] == stats.FASTER].sort_values("ratio")
-    best_guess = candidates.sort_values("ratio").index[0]
+                              False, applied, ignored, excluded, items_label=label)
+    ranked = candidates.sort_values("gain", ascending=False, na_position="last", kind="stable")
+    faster = ranked[ranked["verdict"] == stats.FASTER]
+    best_guess = ranked.index[0]
     if len(faster):
         chosen = faster.index[0]
     elif analysis.baseline_id in candidates.index:
         chosen = analysis.baseline_id
     else:
         chosen = best_guess
-    rec = _build(table, chosen, objective, analysis, applied, ignored, excluded)
+    row = table.loc[chosen]
+    rec = Recommendation(
+        cell_id=str(chosen), cell=str(row["cell"]), objective=objective,
+        value=_median_value(analysis, chosen, objective), gain=row["gain"], gain_low=row["gain_low"],
+        gain_high=row["gain_high"], verdict=str(row["verdict"]), is_baseline=chosen == analysis.baseline_id,
+        applied=applied, ignored=ignored, excluded=excluded,
+        baseline_value=_median_value(analysis, analysis.baseline_id, objective), items_label=label)
     if best_guess != chosen:
         rec.runner_up = _runner_up(table.loc[best_guess])
     return rec
 
 
-def _median_value(analysis: Analysis, cell_id: str, objective: str) -> float:
+def _median_value(analysis, cell_id: str, objective: str) -> float:
     r = analysis.repeats[analysis.repeats["cell_id"] == cell_id]
-    values = 1.0 / r["items_per_s"] if objective == PER_ITEM else r[objective]
+    values = 1.0 / r["items_per_s"] if objective == PER_ITEM else r[COLUMN[objective]]
     values = values.to_numpy(dtype=float)
     values = values[~np.isnan(values)]
     return float(np.median(values)) if values.size else math.nan
 
 
-def _gain(ratio: float) -> float:
-    return 1.0 / ratio - 1.0 if ratio and math.isfinite(ratio) else math.nan
-
-
-def _build(table, chosen, objective, analysis, applied, ignored, excluded) -> Recommendation:
-    row = table.loc[chosen]
-    return Recommendation(
-        cell_id=str(chosen), cell=str(row["cell"]), objective=objective,
-        value=_median_value(analysis, chosen, objective),
-        gain=_gain(row["ratio"]), gain_low=_gain(row["high"]), gain_high=_gain(row["low"]),
-        verdict=str(row["verdict"]), is_baseline=chosen == analysis.baseline_id,
-        applied=applied, ignored=ignored, excluded=excluded)
-
-
 def _runner_up(row: pd.Series) -> str:
-    return (f"best point estimate: {row['cell']} ({_pct(_gain(row['ratio']))}, "
-            f"interval {_interval(_gain(row['high']), _gain(row['low']))}; {row['verdict']})")
-
-
-def _pct(x: float) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}%"
+    return (f"best point estimate: {row['cell']} ({pct(row['gain'])}, "
+            f"interval {_interval(row['gain_low'], row['gain_high'])}; {row['verdict']})")
 
 
 def _interval(low: float, high: float) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return "[-]"
-    return f"[{_pct(low)}, {_pct(high)}]"
+    return f"[{pct(low)}, {pct(high)}]"
 
 
-_OBJECTIVE_WORDS = {"p50": "median step time", "p95": "p95 step time", PER_ITEM: "time per item (1 / throughput)"}
+def _words(rec: Recommendation) -> str:
+    return {"throughput": f"throughput, {rec.items_label} per second of each repeat",
+            "p50": "median step time", "p95": "p95 step time",
+            PER_ITEM: "time per item (1 / throughput)"}[rec.objective]
+
+
+def _figures(rec: Recommendation) -> str:
+    """"14,426 vs 12,880 samples/s" or "1.82 vs 1.97 ms": the cell's figure and the baseline's."""
+    if rec.objective == "throughput":
+        return f"{num(rec.value, 1.0, 0)} vs {num(rec.baseline_value, 1.0, 0)} {rec.items_label}/s"
+    if rec.objective == PER_ITEM:
+        return f"{num(rec.value, 1e6, 1)} vs {num(rec.baseline_value, 1e6, 1)} us per item"
+    return f"{num(rec.value, 1e3)} vs {num(rec.baseline_value, 1e3)} ms"
 
 
 def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
-    """The recommendation as text lines, for the terminal, report.md and report.html."""
+    """The recommendation as text lines, for the terminal, report.md, report.html and W&B."""
     if rec is None:
         return ["no recommendation: no cell finished, or there is no baseline"]
     lines = [f"constraints: {', '.join(rec.applied) or 'none'}"] + [f"note: {i}" for i in rec.ignored]
@@ -160,12 +184,13 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
         lines.append(f"excluded by the constraints: {'; '.join(rec.excluded)}")
     if rec.cell_id is None:
         return lines + ["no cell satisfies the constraints"]
-    judged = f"judged on {_OBJECTIVE_WORDS[rec.objective]}"
+    judged = f"judged on {_words(rec)}"
     if rec.is_baseline:
         lines.append(f"recommended: keep the baseline {rec.cell}: no configuration is detectably faster ({judged})")
     else:
-        lines.append(f"recommended: {rec.cell}: {_pct(rec.gain)} faster than the baseline, interval "
-                     f"{_interval(rec.gain_low, rec.gain_high)} ({rec.verdict}; {judged})")
+        lines.append(f"recommended: {rec.cell}: {pct(rec.gain)} faster than the baseline ({_figures(rec)}), "
+                     f"interval {_interval(rec.gain_low, rec.gain_high)} ({rec.verdict}; {judged})")
     if rec.runner_up:
         lines.append(rec.runner_up)
     return lines
+

@@ -25,6 +25,12 @@ FASTER = "faster"
 SLOWER = "slower"
 NO_CHANGE = "no detectable change"
 TOO_FEW = "too few repeats"
+WITHIN = "within"      # significant, but smaller than the minimum effect: "within 5%"
+
+
+def within(min_effect: float) -> str:
+    """The verdict of a change that is significant but smaller than `min_effect`."""
+    return f"{WITHIN} {min_effect * 100:g}%"
 
 # Exact Mann-Whitney null distribution stays cheap up to here (100 vs 100: ~20 ms);
 # past it the normal approximation is indistinguishable.
@@ -192,13 +198,41 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Statistic = "p50
     return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def throughput_ratio_ci(a_seconds: Sequence[float], a_items: Union[float, Sequence[float]],
+                        b_seconds: Sequence[float], b_items: Union[float, Sequence[float]],
+                        confidence: float = 0.95, n_resamples: int = 2000,
+                        seed: int = 0) -> tuple[float, float, float]:
+    """Items/s of b / items/s of a (each total items / total time), with a percentile
+    bootstrap interval resampling each side's (seconds, items) steps on its own.
+
+    Over the steps of single processes, like `ratio_ci`: a weaker check than `compare_cells`."""
+    sides = []
+    for seconds, items in ((a_seconds, a_items), (b_seconds, b_items)):
+        s = np.asarray(seconds, dtype=float).ravel()
+        i = np.broadcast_to(np.asarray(items, dtype=float), s.shape)
+        keep = ~(np.isnan(s) | np.isnan(i))
+        sides.append((s[keep], i[keep]))
+    (sa, ia), (sb, ib) = sides
+    if sa.size == 0 or sb.size == 0:
+        return math.nan, math.nan, math.nan
+    ratio = float((ib.sum() / sb.sum()) / (ia.sum() / sa.sum()))
+    if sa.size < 2 or sb.size < 2:
+        return ratio, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    ka, kb = rng.integers(sa.size, size=(n_resamples, sa.size)), rng.integers(sb.size, size=(n_resamples, sb.size))
+    draws = (ib[kb].sum(axis=1) / sb[kb].sum(axis=1)) / (ia[ka].sum(axis=1) / sa[ka].sum(axis=1))
+    return (ratio, *_percentile_interval(draws, confidence))
+
+
 # Values drawn per chunk of resamples: keeps a vectorised two-level bootstrap under ~100 MB.
 _CHUNK_VALUES = 4_000_000
 
 
 def _hierarchical_indices(rng: np.random.Generator, sizes: Sequence[int], n_resamples: int):
     """Chunks of (resamples, values) indices into the concatenated repeats: each row draws
-    repeats with replacement, then steps with replacement within each drawn repeat."""
+    repeats with replacement, then steps with replacement within each drawn repeat.
+    Yields (indices, blocks): blocks is the number of repeats when they are all the same
+    size (each row is r equal blocks), else the drawn repeats' sizes (one row)."""
     sizes = np.asarray(sizes)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     r = sizes.size
@@ -208,11 +242,21 @@ def _hierarchical_indices(rng: np.random.Generator, sizes: Sequence[int], n_resa
         for done in range(0, n_resamples, chunk):
             k = min(chunk, n_resamples - done)
             picked = rng.integers(r, size=(k, r, 1))
-            yield (starts[picked] + rng.integers(n, size=(k, r, n))).reshape(k, r * n)
+            yield (starts[picked] + rng.integers(n, size=(k, r, n))).reshape(k, r * n), r
         return
     for _ in range(n_resamples):   # unequal repeats: one resample at a time
         picked = rng.integers(r, size=r)
-        yield np.concatenate([starts[i] + rng.integers(sizes[i], size=sizes[i]) for i in picked])[None, :]
+        yield (np.concatenate([starts[i] + rng.integers(sizes[i], size=sizes[i]) for i in picked])[None, :],
+               sizes[picked])
+
+
+def _per_repeat(fn, blocks, *samples) -> np.ndarray:
+    """fn over each drawn repeat of resampled rows: (resamples, repeats)."""
+    if np.isscalar(blocks):
+        return fn(*(x.reshape(x.shape[0], int(blocks), -1) for x in samples), axis=-1)
+    cuts = np.cumsum(blocks)[:-1]
+    parts = zip(*(np.split(x[0], cuts) for x in samples))
+    return np.array([[float(fn(*p)) for p in parts]])
 
 
 def _percentile_interval(values: Sequence[float], confidence: float) -> tuple[float, float]:
@@ -246,7 +290,7 @@ def hierarchical_cis(repeats: Sequence[Sequence[float]], statistics: Sequence[St
     if len(parts) < 2:
         return {name: (points[name], math.nan, math.nan) for name in fns}
     draws: Dict[Statistic, list] = {name: [] for name in fns}
-    for idx in _hierarchical_indices(np.random.default_rng(seed), [p.size for p in parts], n_resamples):
+    for idx, _ in _hierarchical_indices(np.random.default_rng(seed), [p.size for p in parts], n_resamples):
         sample = pooled[idx]
         for name, fn in fns.items():
             draws[name].append(fn(sample, axis=-1))
@@ -274,8 +318,66 @@ def hierarchical_throughput_ci(repeat_seconds: Sequence[Sequence[float]],
         return point, math.nan, math.nan
     rng = np.random.default_rng(seed)
     draws = np.concatenate([items[idx].sum(axis=-1) / seconds[idx].sum(axis=-1)
-                            for idx in _hierarchical_indices(rng, [p[0].size for p in pairs], n_resamples)])
+                            for idx, _ in _hierarchical_indices(rng, [p[0].size for p in pairs], n_resamples)])
     return (point, *_percentile_interval(draws, confidence))
+
+
+# A cell's figures: per-repeat ones (the median over repeats of each repeat's figure: what
+# the verdicts compare) and pooled ones (the spread of all its measured steps).
+REPEAT_FIGURES = {"p50": _p50, "p95": _p95, "items_per_s": _items_per_second}
+POOLED_FIGURES = ("mean", "std", "cv")
+
+
+def _median_rows(values: np.ndarray) -> np.ndarray:
+    return np.nanmedian(values, axis=-1) if values.size else np.full(values.shape[0], np.nan)
+
+
+def cell_cis(repeat_seconds: Sequence[Sequence[float]], repeat_items: Sequence[Sequence[float]],
+             confidence: float = 0.95, n_resamples: int = 2000,
+             seed: int = 0) -> Dict[str, tuple[float, float, float]]:
+    """(point, low, high) of a cell's figures over one two-level bootstrap (repeats, then
+    steps within each; one set of indices for all figures):
+
+    - p50, p95, items_per_s: the median over repeats of each repeat's figure (items/s of a
+      repeat = its items / its time), the values the verdicts compare;
+    - mean, std, cv: over the cell's pooled steps.
+
+    Steps with a NaN time are dropped; items_per_s is NaN when a step has no item count.
+    Bounds are NaN below 2 repeats (a bootstrap over one process's steps hides the spread
+    between processes: use `bootstrap_ci` / `throughput_ci` there and say so)."""
+    parts = []
+    for seconds, items in zip(repeat_seconds, repeat_items):
+        s = np.asarray(seconds, dtype=float).ravel()
+        i = np.broadcast_to(np.asarray(items, dtype=float), s.shape)
+        keep = ~np.isnan(s)
+        if keep.any():
+            parts.append((s[keep], i[keep]))
+    names = list(REPEAT_FIGURES) + list(POOLED_FIGURES)
+    if not parts:
+        return {name: (math.nan, math.nan, math.nan) for name in names}
+    seconds = np.concatenate([p[0] for p in parts])
+    items = np.concatenate([p[1] for p in parts])
+    sizes = [p[0].size for p in parts]
+    full = (np.arange(seconds.size)[None, :], sizes if len(set(sizes)) > 1 else len(sizes))
+    points = _cell_draws(seconds, items, *full)
+    points = {name: float(v[0]) for name, v in points.items()}
+    if len(parts) < 2:
+        return {name: (points[name], math.nan, math.nan) for name in names}
+    draws: Dict[str, list] = {name: [] for name in names}
+    for idx, blocks in _hierarchical_indices(np.random.default_rng(seed), sizes, n_resamples):
+        for name, values in _cell_draws(seconds, items, idx, blocks).items():
+            draws[name].append(values)
+    return {name: (points[name], *_percentile_interval(np.concatenate(draws[name]), confidence))
+            for name in names}
+
+
+def _cell_draws(seconds: np.ndarray, items: np.ndarray, idx: np.ndarray, blocks) -> Dict[str, np.ndarray]:
+    s, i = seconds[idx], items[idx]
+    out = {"p50": _median_rows(_per_repeat(_p50, blocks, s)),
+           "p95": _median_rows(_per_repeat(_p95, blocks, s)),
+           "items_per_s": _median_rows(_per_repeat(_items_per_second, blocks, i, s))}
+    out.update({name: _STATISTICS[name](s, axis=-1) for name in POOLED_FIGURES})
+    return out
 
 
 def _resample_repeats(rng: np.random.Generator, repeats: list[np.ndarray]) -> np.ndarray:
@@ -362,7 +464,10 @@ def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A vs B over per-repeat values (lower is better); ratio = median(b) / median(a)."""
+    """A vs B over per-repeat values; ratio = median(b) / median(a).
+
+    Lower is better (step times) unless `higher_is_better` (throughput): "faster" always
+    means b is better than a, whichever way its values move."""
     n_a: int
     n_b: int
     p_value: float
@@ -374,6 +479,7 @@ class Comparison:
     alpha: float = 0.05       # thresholds the verdict was decided with,
     min_effect: float = 0.05  # kept so apply_holm can decide again
     p_adjusted: Optional[float] = None  # None means "not adjusted": the raw p
+    higher_is_better: bool = False
 
     def __post_init__(self):
         if self.p_adjusted is None:
@@ -384,9 +490,10 @@ def decide(comparison: Comparison, alpha: Optional[float] = None,
            min_effect: Optional[float] = None) -> str:
     """Verdict for b against a; thresholds default to the comparison's own.
 
-    Flagged only when significant AND the ratio reaches 1 + min_effect either way,
-    as asv does (ratio > 1 + f or ratio < 1 / (1 + f), so swapping a and b swaps the
-    verdict exactly). Lower is better, so ratio < 1 means b is faster.
+    Faster / slower only when significant AND the ratio reaches 1 + min_effect either
+    way, as asv does (ratio > 1 + f or ratio < 1 / (1 + f), so swapping a and b swaps
+    the verdict exactly). Significant but smaller than that: "within 5%", a real change
+    too small to act on. Lower values are better unless the comparison says otherwise.
     """
     alpha = comparison.alpha if alpha is None else alpha
     min_effect = comparison.min_effect if min_effect is None else min_effect
@@ -395,20 +502,21 @@ def decide(comparison: Comparison, alpha: Optional[float] = None,
     r = comparison.ratio
     if not comparison.p_adjusted < alpha or not (r > 0 and math.isfinite(r)):
         return NO_CHANGE
-    if max(r, 1 / r) < 1 + min_effect:
-        return NO_CHANGE
-    return FASTER if r < 1 else SLOWER
+    if r == 1 or max(r, 1 / r) < 1 + min_effect:
+        return within(min_effect)
+    return FASTER if (r > 1) == comparison.higher_is_better else SLOWER
 
 
 def compare_cells(a_repeats: Sequence[float], b_repeats: Sequence[float],
                   alpha: float = 0.05, min_effect: float = 0.05, confidence: float = 0.95,
-                  n_resamples: int = 2000, seed: int = 0) -> Comparison:
-    """Compare two cells over their repeats (one value per repeat, e.g. its p50 step time)."""
+                  n_resamples: int = 2000, seed: int = 0, higher_is_better: bool = False) -> Comparison:
+    """Compare two cells over their repeats (one value per repeat: its items/s, or its p50
+    step time, ...). `higher_is_better` for throughput, where a larger value is faster."""
     a, b = _clean(a_repeats), _clean(b_repeats)
     p = _mannwhitney_p(a, b) if a.size and b.size else math.nan
     ratio, low, high = ratio_of_medians_ci(a, b, confidence, n_resamples, seed)
     c = Comparison(int(a.size), int(b.size), p, ratio, low, high, cliffs_delta(a, b),
-                   alpha=alpha, min_effect=min_effect)
+                   alpha=alpha, min_effect=min_effect, higher_is_better=higher_is_better)
     return dataclasses.replace(c, verdict=decide(c))
 
 

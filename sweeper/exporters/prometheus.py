@@ -1,18 +1,21 @@
-"""Serves a run's latest p50/p95 step time per cell to Prometheus (optional; needs prometheus_client).
+"""Serves a run's per-cell figures to Prometheus (optional; needs prometheus_client).
 
     python -m sweeper.exporters.prometheus RUN_DIR [--port 9109] [--host 127.0.0.1]
 
 RUN_DIR is a run folder (results/<sweep>/<run-id>) or a sweep folder
-(results/<sweep>), in which case the newest run with a summary is served. The
-folder is read again at every scrape, so a sweep in progress shows up as its
-trials finish. Per cell: the median over its finished repeats of each repeat's
-p50 / p95 step time (seconds), and the same for the baseline cell, so an alert can
-compare the two (docs/prometheus-alert.yml: p95 above baseline x 1.15).
+(results/<sweep>), in which case the newest run with a summary is served. Every
+figure comes from the run's Analysis (sweeper.analysis.run.analyze_run, with the run's
+own analysis settings), the same one the terminal, the report and cells.parquet show.
+A scrape analyses the folder again only when it changed (a trial folder or the summary
+was written since), so a sweep in progress shows its trials as they finish.
 
+Per cell: the median over its finished repeats of each repeat's figure.
+
+    sweeper_cell_items_per_second{sweep, run, cell_id, cell}
     sweeper_cell_step_seconds{sweep, run, cell_id, cell, quantile="0.5"|"0.95"}
+    sweeper_baseline_items_per_second{sweep, run}
     sweeper_baseline_step_seconds{sweep, run, quantile}
     sweeper_cell_repeats{sweep, run, cell_id, cell}
-    sweeper_cell_items_per_second{sweep, run, cell_id, cell}
 """
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ import argparse
 import logging
 import math
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Tuple
 
 log = logging.getLogger(__name__)
 QUANTILES = (("p50", "0.5"), ("p95", "0.95"))
@@ -36,63 +40,91 @@ def latest_run(path: Path) -> Optional[Path]:
     return max(runs, key=lambda p: (p / "summary.parquet").stat().st_mtime, default=None)
 
 
-def cell_figures(run: Path):
-    """One row per cell: cell_id, label, is_baseline, repeats, p50, p95 (medians over repeats), items/s."""
-    import pandas as pd
+def folder_stamp(run: Path) -> Tuple[int, int]:
+    """When the run folder last changed: a trial folder renamed into trials/, or the summary rewritten."""
+    def mtime(path: Path) -> int:
+        return path.stat().st_mtime_ns if path.exists() else 0
+    return mtime(run / "trials"), mtime(run / "summary.parquet")
 
-    from sweeper.analysis.cells import cell_label, normalise, repeat_table, swept_axes
-    from sweeper.results import load
 
-    summary, steps = load(run)
-    summary = normalise(summary)
-    repeats = repeat_table(summary, steps)
-    axes = swept_axes(summary)
-    labels = {c: cell_label({a: g[a].iloc[0] for a in axes}) or c for c, g in summary.groupby("cell_id")}
-    baseline = set(summary.loc[summary["is_baseline"], "cell_id"])
-    rows = [{"cell_id": c, "cell": labels.get(c, c), "is_baseline": c in baseline, "repeats": len(g),
-             "p50": g["p50"].median(), "p95": g["p95"].median(), "items_per_s": g["items_per_s"].median()}
-            for c, g in repeats.groupby("cell_id")]
-    return pd.DataFrame(rows), summary
+def analyze(run: Path, n_resamples: int = 2000):
+    """The run's Analysis, with the settings it was launched with (multirun.yaml)."""
+    from sweeper.analysis.run import analyze_run, run_analysis_config
+
+    return analyze_run(run, run_analysis_config(run), n_resamples=n_resamples)[1]
 
 
 class RunCollector:
-    """A prometheus_client collector that reads the run folder at each scrape."""
+    """A prometheus_client collector over the Analysis of the newest run under `path`;
+    analysed again only when the folder changed."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.lock = threading.Lock()
+        self.seen: Optional[tuple] = None      # (run folder, folder_stamp) the analysis is of
+        self.analysis = None
+
+    def current(self):
+        """(run folder, Analysis) of the newest run, or (None, None)."""
+        run = latest_run(self.path)
+        if run is None:
+            return None, None
+        with self.lock:
+            key = (run, folder_stamp(run))
+            if key != self.seen:
+                self.analysis, self.seen = analyze(run), key
+            return run, self.analysis
+
+    def describe(self) -> Iterator:
+        """The series, empty: the registry asks at registration, before any scrape."""
+        yield from _families().values()
 
     def collect(self) -> Iterator:
-        from prometheus_client.core import GaugeMetricFamily
+        families = _families()
+        try:
+            run, analysis = self.current()
+        except Exception as exc:     # a half-written folder: serve nothing this time, say why
+            log.warning("could not analyse %s: %s: %s", self.path, type(exc).__name__, exc)
+            run, analysis = None, None
+        if analysis is not None:
+            _fill(run, analysis, families)
+        yield from families.values()
 
-        step = GaugeMetricFamily("sweeper_cell_step_seconds", "Median over repeats of each repeat's step-time "
-                                 "quantile, per cell", labels=["sweep", "run", "cell_id", "cell", "quantile"])
-        base = GaugeMetricFamily("sweeper_baseline_step_seconds", "The baseline cell's step-time quantile",
-                                 labels=["sweep", "run", "quantile"])
-        count = GaugeMetricFamily("sweeper_cell_repeats", "Finished repeats per cell",
-                                  labels=["sweep", "run", "cell_id", "cell"])
-        rate = GaugeMetricFamily("sweeper_cell_items_per_second", "Median over repeats of items/s",
-                                 labels=["sweep", "run", "cell_id", "cell"])
-        run = latest_run(self.path)
-        if run is not None:
-            self._fill(run, step, base, count, rate)
-        yield from (step, base, count, rate)
 
-    @staticmethod
-    def _fill(run: Path, step, base, count, rate) -> None:
-        cells, _ = cell_figures(run)
-        sweep, run_id = run.parent.name, run.name
-        for row in cells.itertuples():
-            labels = [sweep, run_id, row.cell_id, row.cell]
-            count.add_metric(labels, row.repeats)
-            if math.isfinite(row.items_per_s):
-                rate.add_metric(labels, row.items_per_s)
-            for name, quantile in QUANTILES:
-                value = getattr(row, name)
-                if not math.isfinite(value):
-                    continue
-                step.add_metric(labels + [quantile], value)
-                if row.is_baseline:
-                    base.add_metric([sweep, run_id, quantile], value)
+def _families():
+    from prometheus_client.core import GaugeMetricFamily
+
+    cell = ["sweep", "run", "cell_id", "cell"]
+    return {
+        "rate": GaugeMetricFamily("sweeper_cell_items_per_second", "Median over the cell's repeats of each "
+                                  "repeat's items/s (its items / its time over its measured steps)", labels=cell),
+        "step": GaugeMetricFamily("sweeper_cell_step_seconds", "Median over the cell's repeats of each repeat's "
+                                  "step-time quantile", labels=cell + ["quantile"]),
+        "base_rate": GaugeMetricFamily("sweeper_baseline_items_per_second", "The baseline cell's items/s",
+                                       labels=["sweep", "run"]),
+        "base": GaugeMetricFamily("sweeper_baseline_step_seconds", "The baseline cell's step-time quantile",
+                                  labels=["sweep", "run", "quantile"]),
+        "count": GaugeMetricFamily("sweeper_cell_repeats", "Finished repeats per cell", labels=cell),
+    }
+
+
+def _fill(run: Path, analysis, families) -> None:
+    sweep, run_id = run.parent.name, run.name
+    for row in analysis.cells.to_dict("records"):
+        labels = [sweep, run_id, str(row["cell_id"]), str(row["cell"])]
+        baseline = row["cell_id"] == analysis.baseline_id
+        families["count"].add_metric(labels, row["repeats"])
+        if math.isfinite(row["items_per_s"]):
+            families["rate"].add_metric(labels, row["items_per_s"])
+            if baseline:
+                families["base_rate"].add_metric([sweep, run_id], row["items_per_s"])
+        for name, quantile in QUANTILES:
+            value = row[name]
+            if not math.isfinite(value):
+                continue
+            families["step"].add_metric(labels + [quantile], value)
+            if baseline:
+                families["base"].add_metric([sweep, run_id, quantile], value)
 
 
 def serve(path: Path, port: int, host: str = "127.0.0.1"):

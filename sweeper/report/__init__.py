@@ -1,7 +1,9 @@
-"""Reports of one run folder: report.html (self-contained) and report.md.
+"""Reports of one run folder: report.html (self-contained) and report.md, views of its Analysis.
 
+    from sweeper.analysis.run import analyze_run, run_analysis_config
     from sweeper.report import write_report
-    html_path, md_path = write_report("results/dataloader/20261129-193800")
+    data, analysis = analyze_run(run, run_analysis_config(run))
+    html_path, md_path = write_report(run, data, analysis)
 
 Or from a shell: `python -m sweeper.report RUN_DIR [--metric p95] [--baseline "data.num_workers=0"]`.
 The analysis settings come from the argument, else the run's own multirun.yaml
@@ -9,12 +11,10 @@ The analysis settings come from the argument, else the run's own multirun.yaml
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
-from sweeper.schema import AnalysisConfig, ConstraintsConfig
 
 FIGURES_DIR = "report_figures"
 
@@ -44,74 +44,33 @@ class Report:
     figures: List[FigureOut]
 
 
-def analysis_config(values: Optional[Dict[str, Any]]) -> AnalysisConfig:
-    """AnalysisConfig from the resolved `analysis:` dict of a root config (checked)."""
-    values = dict(values or {})
-    constraints = ConstraintsConfig(**(values.pop("constraints", None) or {}))
-    known = {f.name for f in dataclasses.fields(AnalysisConfig)}
-    cfg = AnalysisConfig(**{k: v for k, v in values.items() if k in known}, constraints=constraints)
-    cfg.heatmap = list(cfg.heatmap or [])
-    cfg.check()
-    return cfg
-
-
-def run_analysis_config(run: Path) -> AnalysisConfig:
-    """The `analysis:` section that the run was launched with (multirun.yaml), or defaults."""
-    import yaml
-
-    path = Path(run) / "multirun.yaml"
-    if not path.exists():
-        return AnalysisConfig()
-    values = yaml.safe_load(path.read_text()) or {}
-    return analysis_config(values.get("analysis"))
-
-
-_ANALYSES: Dict[tuple, tuple] = {}
-
-
-def analyze_run(run: Path, cfg: AnalysisConfig, n_resamples: int = 2000) -> tuple:
-    """(RunData, Analysis) of a run folder, computed once for the report and the W&B summary
-    run alike (the bootstrap is most of a sweep's closing seconds); a rewritten summary or
-    other settings compute it afresh."""
-    from sweeper.analysis.cells import analyze, load_run
-
-    summary = Path(run) / "summary.parquet"
-    stamp = summary.stat().st_mtime_ns if summary.exists() else None
-    key = (str(Path(run).resolve()), repr(cfg), n_resamples, stamp)
-    if key not in _ANALYSES:
-        data = load_run(run)
-        _ANALYSES.clear()                  # one run at a time: keep only the latest
-        _ANALYSES[key] = (data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples))
-    return _ANALYSES[key]
-
-
-def build(run: Path, cfg: AnalysisConfig, n_resamples: int = 2000) -> Report:
-    from sweeper.analysis.recommend import format_recommendation, recommend
+def build(run: Path, data, analysis) -> Report:
+    """The report of a run from its RunData and Analysis (sweeper.analysis.run.analyze_run)."""
+    from sweeper.analysis.recommend import format_recommendation
     from sweeper.report import figures, tables
 
-    data, analysis = analyze_run(run, cfg, n_resamples)
     figs = [
         FigureOut("steps", "Step-time distribution per cell", *figures.step_distributions(data.steps, analysis)),
-        FigureOut("heatmap", "Heatmap over two swept axes", *figures.heatmap(analysis, cfg.heatmap)),
+        FigureOut("heatmap", "Heatmap over two swept axes", *figures.heatmap(analysis, analysis.config.heatmap)),
         FigureOut("memory", "Throughput against peak memory", *figures.throughput_vs_memory(analysis)),
         FigureOut("phases", "Phase times per cell", *figures.phase_stack(tables.phase_means(data.steps, analysis))),
     ]
-    sweep = next((r.get("sweep") for r in data.records), None) or run.parent.name
-    run_id = next((r.get("run_id") for r in data.records), None) or run.name
+    sweep = next((r.get("sweep") for r in data.records), None) or Path(run).parent.name
+    run_id = next((r.get("run_id") for r in data.records), None) or Path(run).name
     return Report(title=f"{sweep} / {run_id}", facts=tables.run_facts(data.records, analysis),
                   verdicts=tables.verdicts(analysis), noise_floor=tables.noise_floor(analysis),
-                  recommendation=format_recommendation(recommend(analysis, cfg)), notes=analysis.notes,
+                  recommendation=format_recommendation(analysis.recommendation), notes=analysis.notes,
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs)
 
 
-def write_report(run_dir, cfg: Optional[AnalysisConfig] = None) -> Tuple[Path, Path]:
+def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:
     """Writes report.html, report.md and report_figures/*.png into the run folder."""
     from sweeper.report import html, markdown
     from sweeper.results import write_bytes_atomic
 
     run = Path(run_dir)
-    report = build(run, cfg or run_analysis_config(run))
+    report = build(run, data, analysis)
     (run / FIGURES_DIR).mkdir(exist_ok=True)
     for figure in report.figures:
         if figure.png is not None:

@@ -1,4 +1,6 @@
-"""`python -m sweeper.report RUN_DIR [--metric p50|p95] [--baseline "key=value ..."]`."""
+"""`python -m sweeper.report RUN_DIR [--metric throughput|p50|p95] [--baseline "key=value ..."]`.
+
+Analyses the run once and writes report.html, report.md and cells.parquet/csv from it."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +10,17 @@ from pathlib import Path
 
 
 def main(argv=None) -> int:
+    from sweeper.schema import METRICS
+
     parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__)
     parser.add_argument("run_dir")
-    parser.add_argument("--metric", choices=("p50", "p95"))
+    parser.add_argument("--metric", choices=METRICS)
     parser.add_argument("--baseline", help='the baseline grid point, e.g. "data.num_workers=0"')
     args = parser.parse_args(argv)
+    from sweeper.analysis.run import analyze_run, run_analysis_config
     from sweeper.errors import SweeperError
-    from sweeper.report import run_analysis_config, write_report
+    from sweeper.publishers.cells_files import write_cells
+    from sweeper.report import write_report
 
     run = Path(args.run_dir)
     if not (run / "summary.parquet").exists():
@@ -25,7 +31,9 @@ def main(argv=None) -> int:
         changes = {k: v for k, v in (("metric", args.metric), ("baseline", args.baseline)) if v}
         cfg = dataclasses.replace(cfg, **changes)
         cfg.check()
-        html_path, md_path = write_report(run, cfg)
+        data, analysis = analyze_run(run, cfg)
+        write_cells(run, analysis)
+        html_path, md_path = write_report(run, data, analysis)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

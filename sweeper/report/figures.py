@@ -11,7 +11,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.cells import Analysis, value_text
+from sweeper.analysis.cells import COLUMN, HIGHER_IS_BETTER, Analysis, measured_steps
+from sweeper.analysis.text import num, rate_digits, value_text
 
 Figure = Tuple[Optional[bytes], str]
 BASELINE_COLOR, CELL_COLOR = "#d95f02", "#1b9e77"
@@ -41,7 +42,7 @@ def step_distributions(steps: pd.DataFrame, analysis: Analysis) -> Figure:
     """Box plot of measured step times per cell, with each repeat's p50 as a dot."""
     if steps.empty or analysis.repeats.empty:
         return None, "no steps recorded: no step-time distributions"
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
+    measured = measured_steps(steps)
     cells = _ordered(analysis)
     cells = cells[cells["repeats"] > 0]
     data, labels, colors = [], [], []
@@ -86,29 +87,39 @@ def heatmap(analysis: Analysis, wanted: Sequence[str] = ()) -> Figure:
     axes, note = heatmap_axes(analysis, wanted)
     if not axes or analysis.verdicts.empty:
         return None, note or "no verdicts: no heatmap"
-    m = analysis.metric
+    m, higher = analysis.metric, analysis.metric in HIGHER_IS_BETTER
     table = analysis.cells.merge(analysis.verdicts[["cell_id", f"{m}_ratio"]], on="cell_id")
     x, y = axes
     table = table.assign(_x=table[x].map(value_text), _y=table[y].map(value_text))
-    ratio = table.pivot_table(index="_y", columns="_x", values=f"{m}_ratio", aggfunc="min")
-    value = table.pivot_table(index="_y", columns="_x", values=m, aggfunc="min")
+    best = "max" if higher else "min"
+    ratio = table.pivot_table(index="_y", columns="_x", values=f"{m}_ratio", aggfunc=best)
+    value = table.pivot_table(index="_y", columns="_x", values=COLUMN[m], aggfunc=best)
     ratio = ratio.reindex(index=_sorted(ratio.index), columns=_sorted(ratio.columns))
     value = value.reindex(index=ratio.index, columns=ratio.columns)
     fig = _figure(1.6 + 1.2 * len(ratio.columns), 1.2 + 0.7 * len(ratio.index))
     ax = fig.add_subplot()
     spread = max(0.05, float(np.nanmax(np.abs(np.log(ratio.to_numpy(float))))))
-    image = ax.imshow(np.log(ratio.to_numpy(float)), cmap="RdYlGn_r", vmin=-spread, vmax=spread, aspect="auto")
+    image = ax.imshow(np.log(ratio.to_numpy(float)), cmap="RdYlGn" if higher else "RdYlGn_r", vmin=-spread,
+                      vmax=spread, aspect="auto")
     for (i, j), r in np.ndenumerate(ratio.to_numpy(float)):
         if np.isfinite(r):
-            ax.text(j, i, f"{r:.2f}x\n{value.iat[i, j] * 1e3:.2f} ms", ha="center", va="center", fontsize=8)
+            ax.text(j, i, f"{r:.2f}x\n{_value_text(value.iat[i, j], m, analysis)}", ha="center", va="center",
+                    fontsize=8)
     ax.set_xticks(range(len(ratio.columns)), ratio.columns)
     ax.set_yticks(range(len(ratio.index)), ratio.index)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     others = [a for a in analysis.axes if a not in axes]
-    ax.set_title(f"{m} step time / baseline" + (" (best over other axes)" if others else ""), fontsize=9)
+    what = f"{analysis.workload.items_label}/s" if higher else f"{m} step time"
+    ax.set_title(f"{what} / baseline" + (" (best over other axes)" if others else ""), fontsize=9)
     fig.colorbar(image, ax=ax, label="log ratio (green: faster)")
     return _png(fig), ""
+
+
+def _value_text(value: float, metric: str, analysis: Analysis) -> str:
+    if metric in HIGHER_IS_BETTER:
+        return f"{num(value, 1.0, rate_digits(value))} {analysis.workload.items_label}/s"
+    return f"{num(value, 1e3, 2)} ms"
 
 
 def _sorted(labels) -> List[str]:
@@ -121,12 +132,14 @@ def _sorted(labels) -> List[str]:
 
 
 def throughput_vs_memory(analysis: Analysis) -> Figure:
-    """Items/s (with its interval) against the cell's peak GPU memory, else host memory."""
+    """Items/s (with its interval) against the cell's peak memory: the memory the workload's
+    spec names as its own (host memory for a loader, GPU memory for a training step)."""
     cells = analysis.cells[analysis.cells["repeats"] > 0]
-    column = next((c for c in ("gpu_mem_gb", "host_mem_gb") if c in cells and cells[c].notna().any()), None)
-    if column is None:
-        return None, ("no peak memory recorded (neither the probe's GPU or PSS readings nor a "
-                      "peak_gpu_mem_gb / peak_host_mem_gb figure): no throughput-memory plot")
+    column = analysis.workload.memory
+    if column not in cells or cells[column].isna().all():
+        where = "GPU" if column == "gpu_mem_gb" else "host"
+        return None, (f"no peak {where} memory recorded (the workload's own memory, {column}): "
+                      "no throughput-memory plot")
     if "items_per_s" not in cells or cells["items_per_s"].isna().all():
         return None, "no throughput recorded (steps without items): no throughput-memory plot"
     fig = _figure(7, 4.5)
@@ -141,7 +154,7 @@ def throughput_vs_memory(analysis: Analysis) -> Figure:
         ax.annotate(row.cell, (getattr(row, column), row.items_per_s), fontsize=7, xytext=(4, 4),
                     textcoords="offset points")
     ax.set_xlabel("peak GPU memory, GB" if column == "gpu_mem_gb" else "peak host memory, GB")
-    ax.set_ylabel("items/s")
+    ax.set_ylabel(f"{analysis.workload.items_label}/s (median over repeats)")
     ax.set_title("Throughput against peak memory (up and to the left is better)")
     ax.grid(alpha=0.3)
     return _png(fig), ""

@@ -14,6 +14,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.faster { background: #d9f2e3; } td.slower { background: #f9d9d9; } td.baseline { background: #fde9d6; }
+td.within { background: #eef6f0; }
 figure { margin: 1em 0; } figcaption { color: #555; font-size: 12px; }
 img { max-width: 100%; } .note { color: #8a6d3b; }
 """

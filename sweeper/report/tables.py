@@ -1,85 +1,110 @@
-"""The report's tables as rows of text cells, shared by report.md and report.html.
+"""The analysis' tables as rows of text cells, shared by every view that prints them:
+the terminal (sweeper.display), report.md and report.html.
 
-Pure formatting over the frames of sweeper.analysis.cells: a table is
-(header, rows), every cell already a string, so both renderers print the same
-numbers and the golden tests compare text.
+Pure formatting over an `Analysis`: a table is (header, rows), every cell already a
+string, so all views print the same numbers and the golden tests compare text.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.cells import Analysis
+from sweeper.analysis.cells import HIGHER_IS_BETTER, METRICS, Analysis, measured_steps
+from sweeper.analysis.text import interval, num, pvalue, rate_digits
 
 Table = Tuple[List[str], List[List[str]]]
+Figure = Tuple[str, str, float, Optional[int]]    # cell column, header, scale, digits (None: a rate's own)
+
+METRIC_WORDS = {"throughput": "throughput ({label}/s of each repeat: its items / its time over its measured "
+                              "steps; larger is faster)",
+                "p50": "p50 step time of each repeat (a latency figure; smaller is faster)",
+                "p95": "p95 step time of each repeat (a latency figure; smaller is faster)"}
 
 
-def num(value: Any, scale: float = 1.0, digits: int = 2) -> str:
-    try:
-        x = float(value) * scale
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if not math.isfinite(x) else f"{x:,.{digits}f}"
+# --------------------------------------------------------------------------- one cell's figures
 
 
-def interval(low: Any, high: Any, scale: float = 1.0, digits: int = 2) -> str:
-    a, b = num(low, scale, digits), num(high, scale, digits)
-    return "-" if "-" in (a, b) else f"[{a}, {b}]"
+def figures(analysis: Analysis, headline: bool = True) -> List[Figure]:
+    """The figures per-cell tables show: items/s, p50 ms, p95 ms, then the workload's headline."""
+    label = analysis.workload.items_label
+    out: List[Figure] = [("items_per_s", f"{label}/s", 1.0, None), ("p50", "p50 ms", 1e3, 2),
+                         ("p95", "p95 ms", 1e3, 2)]
+    return out + (list(analysis.workload.headline) if headline else [])
 
 
-def with_interval(row: Dict[str, Any], name: str, scale: float = 1.0, digits: int = 2) -> str:
-    text = num(row.get(name), scale, digits)
-    ci = interval(row.get(f"{name}_low"), row.get(f"{name}_high"), scale, digits)
+def figure(row: Dict[str, Any], column: str, scale: float = 1.0, digits: Optional[int] = None,
+           with_interval: bool = False) -> str:
+    """One cell's figure as every view prints it, optionally with its 95% interval."""
+    digits = rate_digits(row.get(column)) if digits is None else digits
+    text = num(row.get(column), scale, digits)
+    ci = interval(row.get(f"{column}_low"), row.get(f"{column}_high"), scale, digits) if with_interval else "-"
     return text if ci == "-" else f"{text} {ci}"
 
 
-def pvalue(value: Any) -> str:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if math.isnan(x) else ("<0.001" if x < 0.001 else f"{x:.3f}")
+def cell_rows(analysis: Analysis) -> Dict[str, Dict[str, Any]]:
+    return {row["cell_id"]: row for row in analysis.cells.to_dict("records")}
+
+
+def best_first(analysis: Analysis) -> List[Dict[str, Any]]:
+    """Cells best first by the analysis metric; cells with no finished repeat last."""
+    cells = analysis.cells
+    if cells.empty:
+        return []
+    column = "items_per_s" if analysis.metric in HIGHER_IS_BETTER else analysis.metric
+    key = cells[column] * (-1 if analysis.metric in HIGHER_IS_BETTER else 1)
+    ranked = cells.assign(_none=cells["repeats"] == 0, _key=key.fillna(float("inf")))
+    return ranked.sort_values(["_none", "_key", "cell"], kind="stable").drop(columns=["_none", "_key"]) \
+        .to_dict("records")
 
 
 def _order(analysis: Analysis) -> List[str]:
-    """Cell ids in verdict-table order: baseline first, then fastest first."""
+    """Cell ids in verdict-table order: baseline first, then best first."""
     if analysis.verdicts.empty:
         return list(analysis.cells["cell_id"])
     return list(analysis.verdicts["cell_id"])
 
 
+# --------------------------------------------------------------------------- tables
+
+
 def cell_statistics(analysis: Analysis) -> Table:
     memory = [(c, h) for c, h in (("gpu_mem_gb", "peak GPU mem GB"), ("host_mem_gb", "peak host mem GB"))
               if c in analysis.cells.columns and analysis.cells[c].notna().any()]
-    header = ["cell", "repeats", "failed", "p50 ms", "p95 ms", "mean ms", "std ms", "CV", "items/s",
-              *(h for _, h in memory), "CI over"]
+    main = figures(analysis, headline=False)
+    header = ["cell", "repeats", "failed", *(f[1] for f in main), "mean ms", "std ms", "CV",
+              *(h[1] for h in analysis.workload.headline), *(h for _, h in memory), "CI over"]
     rows = []
-    cells = analysis.cells.set_index("cell_id", drop=False)
-    for row in cells.loc[_order(analysis)].to_dict("records"):
-        mark = " (baseline)" if row.get("cell_id") == analysis.baseline_id else ""
+    cells = cell_rows(analysis)
+    for cell_id in _order(analysis):
+        row = cells[cell_id]
+        mark = " (baseline)" if cell_id == analysis.baseline_id else ""
         rows.append([f"{row['cell']}{mark}", str(row["repeats"]), str(row["failed"]),
-                     with_interval(row, "p50", 1e3), with_interval(row, "p95", 1e3),
-                     with_interval(row, "mean", 1e3), num(row.get("std"), 1e3),
-                     with_interval(row, "cv", 1.0, 3), with_interval(row, "items_per_s", 1.0, 0),
+                     *(figure(row, c, s, d, with_interval=True) for c, _, s, d in main),
+                     figure(row, "mean", 1e3, 2, True), figure(row, "std", 1e3, 2),
+                     figure(row, "cv", 1.0, 3, True),
+                     *(figure(row, c, s, d) for c, _, s, d in analysis.workload.headline),
                      *(num(row.get(c), 1.0, 3) for c, _ in memory), str(row.get("ci_over", "-"))])
     return header, rows
 
 
 def verdicts(analysis: Analysis) -> Table:
+    """Per cell: its figures, then the chosen metric's ratio, interval, p, delta and verdict,
+    then the other metrics' ratio and verdict (p50 and p95 are latency figures)."""
     m = analysis.metric
-    other = "p95" if m == "p50" else "p50"
-    header = ["cell", "repeats", f"{m} ms", "items/s", f"{m} ratio", "95% CI", "p (Holm)", "Cliff's delta",
-              "verdict", f"{other} ratio", f"{other} verdict"]
+    others = [o for o in METRICS if o != m]
+    main = figures(analysis, headline=False)
+    header = ["cell", "repeats", *(f[1] for f in main), f"{m} ratio", "95% CI", "p (Holm)", "Cliff's delta",
+              "verdict", *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
+    cells = cell_rows(analysis)
     rows = []
-    for row in analysis.verdicts.to_dict("records"):
-        rows.append([row["cell"], str(row["repeats"]), num(row.get(m), 1e3), num(row.get("items_per_s"), 1.0, 0),
-                     num(row.get(f"{m}_ratio"), 1.0, 3),
-                     interval(row.get(f"{m}_low"), row.get(f"{m}_high"), 1.0, 3),
-                     pvalue(row.get(f"{m}_p_adj")), num(row.get(f"{m}_delta"), 1.0, 2), row[f"{m}_verdict"],
-                     num(row.get(f"{other}_ratio"), 1.0, 3), row[f"{other}_verdict"]])
+    for v in analysis.verdicts.to_dict("records"):
+        row = cells[v["cell_id"]]
+        rows.append([row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
+                     num(v.get(f"{m}_ratio"), 1.0, 3), interval(v.get(f"{m}_ratio_low"), v.get(f"{m}_ratio_high"), 1.0, 3),
+                     pvalue(v.get(f"{m}_p_adj")), num(v.get(f"{m}_delta"), 1.0, 2), v[f"{m}_verdict"],
+                     *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
     return header, rows
 
 
@@ -94,10 +119,19 @@ def noise_floor(analysis: Analysis) -> str:
             f"{interval(c.ratio_low, c.ratio_high, 1.0, 3)}, p {pvalue(c.p_value)}: {c.verdict}")
 
 
+def judged(analysis: Analysis) -> str:
+    """What the verdicts judged, in words."""
+    cfg = analysis.config
+    what = METRIC_WORDS[analysis.metric].format(label=analysis.workload.items_label)
+    return (f"judged on: {what}; a verdict needs p < {cfg.alpha:g} after Holm and a change of at least "
+            f"{cfg.min_effect * 100:g}% (smaller significant changes read \"within {cfg.min_effect * 100:g}%\"); "
+            f"ratio = cell / baseline; Cliff's delta > 0: the cell tends to be faster")
+
+
 def run_facts(records: Sequence[Dict[str, Any]], analysis: Analysis) -> List[str]:
-    """Where and what: sweep, run, machine, trial counts."""
+    """Where and what: sweep, run, machine, trial counts, what was judged."""
     if not records:
-        return ["no trial records"]
+        return ["no trial records", judged(analysis)]
     first = next((r for r in records if r.get("fingerprint")), records[0])
     fp = first.get("fingerprint") or {}
     gpu = f"{fp.get('gpu_count', 0)} x {fp.get('gpu_name')}" if fp.get("gpu_name") else "no GPU"
@@ -106,8 +140,7 @@ def run_facts(records: Sequence[Dict[str, Any]], analysis: Analysis) -> List[str
             f"{len(analysis.cells)} cell(s), {failed} did not finish",
             f"machine: {fp.get('host', '?')}, {fp.get('cpu_model', '?')} ({fp.get('cpu_count', '?')} CPUs), {gpu}, "
             f"torch {fp.get('torch', '?')}, python {fp.get('python', '?')}",
-            f"metric: per-repeat {analysis.metric} step time; verdicts need significance after Holm "
-            f"and an effect of at least the configured minimum"]
+            judged(analysis)]
 
 
 def failures(records: Sequence[Dict[str, Any]]) -> Table:
@@ -122,7 +155,7 @@ def phase_means(steps: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
     phases = [c for c in steps.columns if c.startswith("phase_") and c.endswith("_s")] if not steps.empty else []
     if not phases or analysis.repeats.empty:
         return pd.DataFrame()
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
+    measured = measured_steps(steps)
     joined = measured.merge(analysis.repeats[["trial_id", "cell_id"]], on="trial_id")
     means = joined.groupby("cell_id")[phases].mean().fillna(0.0)
     means = means.reindex([c for c in _order(analysis) if c in means.index])

@@ -2,7 +2,8 @@
 
 A trial's run: group = the sweep's run id, config = the trial's swept values,
 cell, repeat and resources, history = its steps (steps.parquet), summary = its
-p50/p95 and throughput. The summary run holds the verdict table (a wandb.Table)
+p50/p95 and throughput. The summary run holds the analysis' per-cell table with
+its verdicts (a wandb.Table: the same frame as cells.parquet), the recommendation
 and the report's figures. Offline by default (`wandb.mode=offline`): runs land in
 <run folder>/wandb/offline-run-* and `wandb sync` uploads them later.
 
@@ -17,7 +18,7 @@ import dataclasses
 import logging
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 log = logging.getLogger(__name__)
 
@@ -117,28 +118,31 @@ def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
         wb_run.finish(exit_code=0 if record["status"] == "ok" else 1)
 
 
-def on_sweep_end(run: Path, records: List[Dict[str, Any]], root: Dict[str, Any]) -> None:
-    """The summary run: the verdict table, the recommendation and the report's figures."""
+def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
+    """The summary run: the analysis' per-cell table (as cells.parquet holds it), the
+    recommendation and the report's figures."""
     cfg = _settings(root)
+    records = data.records
     wandb = _import() if cfg and records else None
     if wandb is None:
         return
-    from sweeper.analysis.recommend import format_recommendation, recommend
-    from sweeper.report import FIGURES_DIR, analysis_config, analyze_run
+    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.run import cell_summary
+    from sweeper.report import FIGURES_DIR
 
-    acfg = analysis_config(root.get("analysis"))
-    data, analysis = analyze_run(run, acfg)
-    wb_run = _init(wandb, run, cfg, group=records[0].get("run_id") or run.name, job_type="summary",
-                   name=f"{records[0].get('run_id') or run.name}-summary",
-                   config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": acfg.metric,
-                           "baseline_cell": analysis.baseline_id, "axes": analysis.axes})
+    run_id = records[0].get("run_id") or run.name
+    wb_run = _init(wandb, run, cfg, group=run_id, job_type="summary", name=f"{run_id}-summary",
+                   config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": analysis.metric,
+                           "baseline_cell": analysis.baseline_id, "axes": analysis.axes,
+                           "items_label": analysis.workload.items_label})
     try:
-        verdicts = analysis.verdicts.astype(object).where(analysis.verdicts.notna(), None)
-        media: Dict[str, Any] = {"verdicts": wandb.Table(dataframe=verdicts)}
+        table = cell_summary(analysis)
+        table = table.astype(object).where(table.notna(), None)
+        media: Dict[str, Any] = {"verdicts": wandb.Table(dataframe=table)}
         for png in sorted((run / FIGURES_DIR).glob("*.png")):
             media[f"figures/{png.stem}"] = wandb.Image(str(png))
         wb_run.log(media)
-        wb_run.summary["recommendation"] = "\n".join(format_recommendation(recommend(analysis, acfg)))
+        wb_run.summary["recommendation"] = "\n".join(format_recommendation(analysis.recommendation))
         wb_run.summary["failed_trials"] = sum(1 for r in records if r.get("status") != "ok")
     finally:
         wb_run.finish()
