@@ -14,6 +14,8 @@ connection is one trial, one JSON object a line: the host sends {"scratch": dir,
 "env": {...}}; the zygote answers {"pid": n} when the child starts and {"pid": n,
 "exit": code} when it ends. The child reads its spec from <scratch>/spec.pkl. A host
 that hangs up before its trial ends takes the trial (its process group) down with it.
+Each child is the trial's keeper (sweeper.containment.keep): it forks the real trial and,
+when that ends or on SIGTERM, ends every process below it, new sessions included.
 Several hosts (the Ray workers of one node) can share a zygote; trials run side by side.
 """
 from __future__ import annotations
@@ -26,9 +28,14 @@ import selectors
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Set
+
+from sweeper import containment
+
+STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
 
 # Imported once here so each trial's fork starts warm; none of them initialises CUDA.
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "webdataset", "sweeper.trial",
@@ -40,17 +47,20 @@ def socket_address(path: str) -> str:
     return "\0" + path[1:] if path.startswith("@") else path
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies, so no trial outlives its host."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to SIGKILL (or `sig`) this process when its parent dies, so no trial outlives its host."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)   # PR_SET_PDEATHSIG
     except OSError:
         pass
 
 
-def _child(request: dict) -> None:
+def _child(request: dict, zygote: int) -> None:
+    """The trial's keeper: its own group and session, a subreaper above the trial process."""
     os.setsid()                      # own process group: a timeout kills the trial and its loader workers
-    die_with_parent()
+    die_with_parent(signal.SIGTERM)  # SIGTERM: the keeper ends the trial's whole tree when the zygote dies
+    if os.getppid() != zygote:       # the zygote died before prctl took hold
+        os._exit(1)
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
@@ -61,6 +71,11 @@ def _child(request: dict) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.environ.update(request.get("env", {}))
+    containment.keep(lambda: _trial(scratch))
+
+
+def _trial(scratch: Path) -> None:
+    """The trial process itself, forked by its keeper."""
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     code = 0
@@ -109,6 +124,14 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _stop(pid: int) -> None:
+    """Asks a keeper to end its trial and everything the trial started."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
 class Zygote:
     """Forks a child per request and reports each child's end on the connection that asked."""
 
@@ -118,6 +141,8 @@ class Zygote:
         self.buffers: Dict[socket.socket, bytes] = {}
         self.trial_of: Dict[socket.socket, int] = {}     # connection -> its running child
         self.host_of: Dict[int, socket.socket] = {}      # child pid -> the connection that asked
+        self.keepers: Set[int] = set()                   # children that are keepers, until reaped
+        self.doomed: Dict[int, float] = {}               # keeper -> when its group gets SIGKILL
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         os.set_blocking(wake_read, False)
@@ -129,7 +154,7 @@ class Zygote:
 
     def serve(self) -> None:
         while True:
-            for key, _ in self.selector.select():
+            for key, _ in self.selector.select(self._until_backstop()):
                 if key.data == "accept":
                     conn, _ = self.listener.accept()
                     self.buffers[conn] = b""
@@ -138,6 +163,7 @@ class Zygote:
                     self._reap()
                 else:
                     self._read(key.fileobj)
+            self._backstop()
 
     def _read(self, conn: socket.socket) -> None:
         try:
@@ -153,13 +179,15 @@ class Zygote:
             self._start(conn, json.loads(line))
 
     def _start(self, conn: socket.socket, request: dict) -> None:
+        zygote = os.getpid()
         pid = os.fork()
         if pid == 0:
             self.selector.close()
             self.listener.close()
             for other in list(self.buffers):
                 other.close()
-            _child(request)
+            _child(request, zygote)
+        self.keepers.add(pid)
         self.trial_of[conn] = pid
         self.host_of[pid] = conn
         _send(conn, {"pid": pid})
@@ -176,24 +204,43 @@ class Zygote:
             except ChildProcessError:
                 return
             if pid == 0:
-                return
+                break
+            self.keepers.discard(pid)
+            self.doomed.pop(pid, None)
             conn = self.host_of.pop(pid, None)
             if conn is not None:
                 self.trial_of.pop(conn, None)
                 _send(conn, {"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+        # orphans re-parented here (this is a subreaper) because their keeper was SIGKILLed
+        containment.kill_orphans(self.keepers)
 
     def _hang_up(self, conn: socket.socket) -> None:
         pid: Optional[int] = self.trial_of.pop(conn, None)
         if pid is not None:          # the host was cancelled or died: its trial goes too
-            _kill_group(pid)
+            _stop(pid)               # the keeper ends the whole tree; its group gets SIGKILL if it hangs
+            self.doomed[pid] = time.monotonic() + STOP_GRACE_S
             self.host_of.pop(pid, None)
         self.selector.unregister(conn)
         self.buffers.pop(conn, None)
         conn.close()
 
+    def _until_backstop(self) -> Optional[float]:
+        if not self.doomed:
+            return None
+        return max(0.0, min(self.doomed.values()) - time.monotonic())
+
+    def _backstop(self) -> None:
+        """A keeper that did not end its trial within the grace period: SIGKILL its group."""
+        now = time.monotonic()
+        for pid, deadline in list(self.doomed.items()):
+            if deadline <= now:
+                _kill_group(pid)
+                del self.doomed[pid]
+
 
 def main() -> None:
     die_with_parent()
+    containment.set_child_subreaper()                # orphans of a SIGKILLed keeper come here, to be ended
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the driver's to handle
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_address(sys.argv[1]))

@@ -2,8 +2,8 @@
 
 `TrialHost.run` is what a Ray task calls (and what the in-process path calls):
 it hands the spec to the zygote, waits for the child with a wall-clock limit,
-kills the child's whole process group (DataLoader workers included) when the
-limit passes or the caller is cancelled, and returns the child's record plus
+ends everything the child started (DataLoader workers, new-session children and
+daemons too: see sweeper.containment) when the limit passes or the caller is cancelled, and returns the child's record plus
 the bytes of the files it wrote, so the driver can write them on its own disk.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from sweeper._zygote import socket_address
+from sweeper._zygote import STOP_GRACE_S, socket_address
 from sweeper.trial import LOG_FILE, RECORD_FILE, base_record
 
 LOG_TAIL_LINES = 40
@@ -117,12 +117,14 @@ class TrialHost:
             try:
                 ended = reader.read(timeout_s=timeout_s)
             except BaseException:              # cancelled (Ctrl-C, ray.cancel): take the trial down too
-                _kill_group(pid)
+                try:
+                    _stop_trial(pid, reader)
+                except BaseException:          # a second interrupt, or the zygote gone: the backstop only
+                    _kill_group(pid)
                 raise
             if ended is None:
                 status = "timeout"
-                _kill_group(pid)
-                ended = reader.read(timeout_s=30) or {"exit": None}
+                ended = _stop_trial(pid, reader) or {"exit": None}
             outcome = collect(spec, scratch, ended.get("exit"), status, timeout_s)
             outcome.record["pid"] = pid
             return outcome
@@ -146,6 +148,20 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _stop_trial(pid: int, reader: _LineReader) -> Optional[dict]:
+    """Asks the trial's keeper (SIGTERM) to end everything the trial started, new sessions
+    included; SIGKILL to its process group is the backstop when it has not within the grace."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    ended = reader.read(timeout_s=STOP_GRACE_S)
+    if ended is None:
+        _kill_group(pid)
+        ended = reader.read(timeout_s=30)
+    return ended
+
+
 def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], status: str,
             timeout_s: float) -> Outcome:
     """The child's record and files; a record of our own when it left none."""
@@ -166,7 +182,7 @@ def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], statu
 
 def _exit_reason(status: str, exit_code: Optional[int], timeout_s: float) -> tuple:
     if status == "timeout":
-        return "TrialTimeout", f"ran past resources.timeout_s={timeout_s:g} s and was killed with its process group"
+        return "TrialTimeout", f"ran past resources.timeout_s={timeout_s:g} s and was killed with every process it started"
     if exit_code is not None and exit_code < 0:
         name = signal.Signals(-exit_code).name
         return "TrialKilled", f"the trial process was killed by {name}"

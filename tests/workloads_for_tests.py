@@ -84,3 +84,49 @@ def leaks_secret(cfg, probe):
     with probe.step(items=1):
         probe.record(note=f"key={key}")
     return {"echo": key}
+
+
+# -- processes that leave the trial's process group (tests/test_containment.py) --------
+_IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
+
+# double-forks as a classic daemon does: fork, setsid, fork again, the middle one exits, so the
+# daemon's parent is gone before the trial ends; it writes its own pid to argv[1]
+_DAEMON = """
+import os, signal, sys, time
+if os.fork():
+    os.wait()
+    sys.exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(3600)
+"""
+
+
+def starts_escapees(cfg, probe):
+    """Starts a new-session child and a double-forked daemon (both ignore SIGTERM), writes their
+    pids to params.pid_file, then ends as params.then says: "return", "raise" or "hang"."""
+    import subprocess
+    import sys
+
+    pid_file = cfg.workload.params["pid_file"]
+    child = subprocess.Popen([sys.executable, "-c", _IGNORES_SIGTERM], start_new_session=True)
+    subprocess.run([sys.executable, "-c", _DAEMON, pid_file + ".daemon"], check=True)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(pid_file + ".daemon") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with open(pid_file + ".daemon") as f:
+        daemon = int(f.read())
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(f"{child.pid} {daemon}")
+    os.rename(pid_file + ".tmp", pid_file)      # the test reads both pids or none
+    then = cfg.workload.params.get("then", "return")
+    if then == "raise":
+        raise RuntimeError("failed after starting escapees")
+    if then == "hang":
+        time.sleep(3600)
+    return quick(cfg, probe)
