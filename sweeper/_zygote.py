@@ -37,9 +37,9 @@ from sweeper import containment
 
 STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
 
-# Imported once here so each trial's fork starts warm; none of them initialises CUDA.
-PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "webdataset", "sweeper.trial",
-           "sweeper.fingerprint", "sweeper.measure.build", "workloads.dataloader", "workloads.train_step")
+# Imported once here so each trial's fork starts warm; none of them may initialise CUDA.
+PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "sweeper.trial", "sweeper.fingerprint",
+           "sweeper.measure.build")     # the core's own; each workload's spec adds its modules (argv)
 
 
 def socket_address(path: str) -> str:
@@ -96,7 +96,7 @@ def _trial(scratch: Path) -> None:
 def _preload() -> None:
     import importlib
 
-    for name in PRELOAD:
+    for name in PRELOAD + tuple(sys.argv[2:]):
         try:
             importlib.import_module(name)
         except Exception as exc:   # a trial that needs it will fail with the real error

@@ -70,7 +70,7 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
         shape = executor.start()
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials))
-        code = sweep.run(executor, trials, shape)
+        code = sweep.run_trials(executor, trials, shape)
     except KeyboardInterrupt:      # before any trial started: nothing to keep
         print("interrupted before any trial started", file=sys.stderr)
         return exitcodes.INTERRUPTED
@@ -160,7 +160,7 @@ class Sweep:
         self.summary_stale = False
         self.stop = threading.Event()
 
-    def run(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
+    def run_trials(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
         from sweeper import publishers
 
         self.executor, self.on_trial = executor, publishers.on_trial

@@ -22,10 +22,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from sweeper._zygote import STOP_GRACE_S, socket_address
-from sweeper.trial import LOG_FILE, RECORD_FILE, base_record
+from sweeper.record import TrialRecord
+from sweeper.trial import LOG_FILE, RECORD_FILE
 
 LOG_TAIL_LINES = 40
 ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a loaded node
@@ -33,7 +34,7 @@ ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a lo
 
 @dataclass
 class Outcome:
-    record: Dict[str, Any]
+    record: TrialRecord
     files: Dict[str, bytes] = field(default_factory=dict)
 
 
@@ -65,8 +66,8 @@ class _LineReader:
 class TrialHost:
     """Runs trials through a zygote: its own, started on first use, or a shared one at `socket_path`."""
 
-    def __init__(self, socket_path: Optional[str] = None) -> None:
-        self.socket_path = socket_path
+    def __init__(self, socket_path: Optional[str] = None, preload: Sequence[str] = ()) -> None:
+        self.socket_path, self.preload = socket_path, list(preload)
         self.proc: Optional[subprocess.Popen] = None
         self.owns_zygote = socket_path is None
 
@@ -76,7 +77,7 @@ class TrialHost:
         # an abstract socket ("@" for the leading NUL): nothing on disk to leave behind when a
         # Ray worker is killed with its zygote
         self.socket_path = f"@sweeper-zygote-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.proc = start_zygote(self.socket_path, stdout=subprocess.PIPE)
+        self.proc = start_zygote(self.socket_path, self.preload, stdout=subprocess.PIPE)
         _LineReader(self.proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)   # {"ready": pid}
 
     def close(self) -> None:
@@ -126,18 +127,19 @@ class TrialHost:
                 status = "timeout"
                 ended = _stop_trial(pid, reader) or {"exit": None}
             outcome = collect(spec, scratch, ended.get("exit"), status, timeout_s)
-            outcome.record["pid"] = pid
+            outcome.record.pid = pid
             return outcome
         finally:
             conn.close()
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def start_zygote(socket_path: str, stdout=subprocess.DEVNULL, stderr=None) -> subprocess.Popen:
+def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subprocess.DEVNULL,
+                 stderr=None) -> subprocess.Popen:
     """A zygote listening at `socket_path`; it imports what this process can (a user's
     workload module next to the driver too)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path], env=env,
+    return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path, *preload], env=env,
                             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
 
 
@@ -168,13 +170,13 @@ def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], statu
     record_path = scratch / RECORD_FILE
     log = (scratch / LOG_FILE).read_text(errors="replace") if (scratch / LOG_FILE).exists() else ""
     if status == "ok" and record_path.exists():
-        record = json.loads(record_path.read_text())
+        record = TrialRecord.from_dict(json.loads(record_path.read_text()))
     else:
-        record = base_record(spec)
-        record["status"] = status if status != "ok" else "failed"
-        record["error_type"], record["error_message"] = _exit_reason(status, exit_code, timeout_s)
-    if record["status"] != "ok":
-        record["log_tail"] = log_tail(log)
+        error_type, message = _exit_reason(status, exit_code, timeout_s)
+        record = TrialRecord.for_spec(spec, status=status if status != "ok" else "failed",
+                                      error_type=error_type, error_message=message)
+    if record.status != "ok":
+        record.log_tail = log_tail(log)
     files = {p.name: p.read_bytes() for p in scratch.iterdir()
              if p.is_file() and p.name not in ("spec.pkl", RECORD_FILE) and not p.name.startswith(".")}
     return Outcome(record=record, files=files)
@@ -192,11 +194,11 @@ def _exit_reason(status: str, exit_code: Optional[int], timeout_s: float) -> tup
 _HOSTS: Dict[Optional[str], TrialHost] = {}
 
 
-def shared_host(node_zygote: Optional[str] = None) -> TrialHost:
+def shared_host(node_zygote: Optional[str] = None, preload: Sequence[str] = ()) -> TrialHost:
     """The zygote this process runs trials through: the node's shared one when its socket is
     here (the driver started it on this machine), else one of this worker's own, reused
     across the trials the worker runs."""
     key = node_zygote if node_zygote and os.path.exists(node_zygote) else None
     if key not in _HOSTS:
-        _HOSTS[key] = TrialHost(key)
+        _HOSTS[key] = TrialHost(key, preload)
     return _HOSTS[key]
