@@ -191,6 +191,13 @@ def test_headline_figures_and_memory_come_from_the_workload_spec(tmp_path):
     assert a.workload.headline == [("time_to_first_batch_s", "first batch ms", 1e3, 1)]
     firsts = [r["figures"]["time_to_first_batch_s"] for r in records if r["cell_id"] == "b"]
     assert a.cells.set_index("cell_id").loc["b", "time_to_first_batch_s"] == pytest.approx(np.median(firsts))
+    # a headline figure no trial recorded is no column
+    run2 = tmp_path / "run2"
+    unrecorded = {**LOADER_SPEC, "headline": [["mfu", "MFU %", 100.0, 1], *LOADER_SPEC["headline"]]}
+    write_run(run2, [("a", {"data.x": 1}, steady(0.01)), ("b", {"data.x": 2}, steady(0.02))], repeats=2,
+              spec=unrecorded)
+    _, a2 = analyze_run(run2, AnalysisConfig(), n_resamples=10)
+    assert [h[0] for h in a2.workload.headline] == ["time_to_first_batch_s"] and "mfu" not in a2.cells
     # records older than specs: items, the first-batch time when recorded, memory from what the cells hold
     old = cells.load_run(DATA / "dataloader-r5")
     view = cells.analyze(old.summary, old.steps, records=old.records, n_resamples=100).workload

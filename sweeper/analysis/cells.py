@@ -447,6 +447,9 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     repeats = repeat_table(summary, steps, figures)
     cells = cell_table(summary, steps, n_resamples, seed, repeats, figures)
     view.memory = _memory_column(view, cells)
+    unrecorded = [h for h in view.headline if cells.empty or cells[h[0]].isna().all()]
+    view.headline = [h for h in view.headline if h not in unrecorded]    # a column of "-" says nothing
+    cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
     baseline_id, notes = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
     if baseline_id is not None:
         cells["is_baseline"] = cells["cell_id"] == baseline_id
