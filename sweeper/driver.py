@@ -59,6 +59,7 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
         plan(jobs, root, ClusterShape([float(os.cpu_count() or 1)], [0.0]))   # every check, before anything starts
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _drop_if_empty(fresh)
         return exitcodes.USAGE
     if root.dry_run:
         from sweeper.executors.local import this_machine
@@ -107,10 +108,16 @@ def resolve_run(root: RootConfig, fresh: Path) -> Path:
         run = runs / root.resume
         if not (run / "trials").is_dir():
             raise SweeperError(f"resume={root.resume}: no run folder with trials at {run}")
-    if fresh.resolve() != run.resolve() and fresh.is_dir() and set(os.listdir(fresh)) <= {"multirun.yaml"}:
-        shutil.rmtree(fresh)
+    if fresh.resolve() != run.resolve():
+        _drop_if_empty(fresh)
     root.run_id = run.name
     return run
+
+
+def _drop_if_empty(fresh: Path) -> None:
+    """Bad input ran nothing: leave no run folder that holds only Hydra's multirun.yaml."""
+    if fresh.is_dir() and set(os.listdir(fresh)) <= {"multirun.yaml"}:
+        shutil.rmtree(fresh)
 
 
 def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, TrialRecord]:

@@ -115,10 +115,32 @@ def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
     return row
 
 
+_LAST_COLUMNS = ("error_type", "error_message", "overrides", "pid", "host")
+
+
 def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
+    """The summary's rows in trial-id order, its columns in one order whatever order the
+    trials finished in: the record's own, the swept axes, the probe's, then the workload's
+    figures by name, and the error and provenance columns last."""
     import pandas as pd
 
-    return _parquet_safe(pd.DataFrame([summary_row(r) for r in as_dicts(records)]))
+    rows = sorted((summary_row(r) for r in as_dicts(records)), key=lambda row: str(row["trial_id"]))
+    first: List[str] = []
+    for row in rows:
+        first += [k for k in row if k not in first]
+    fixed = [k for k in first if k not in _LAST_COLUMNS and not _is_figure(k, rows)]
+    figures = sorted(k for k in first if k not in fixed and k not in _LAST_COLUMNS)
+    columns = fixed + figures + [k for k in _LAST_COLUMNS if k in first]
+    return _parquet_safe(pd.DataFrame(rows, columns=columns))
+
+
+_PROBE_COLUMNS = set(_SUMMARY) | {"trial_id", "cell_id", "repeat", "is_baseline", "status", "workload",
+                                   "isolation", "num_cpus", "num_gpus", "threads"}
+
+
+def _is_figure(key: str, rows: List[Dict[str, Any]]) -> bool:
+    """A workload figure or a phase column: not the record's own fields, not a swept axis."""
+    return key not in _PROBE_COLUMNS and "." not in key
 
 
 def write_summary(run: Path, records: Iterable[Any]) -> Path:

@@ -140,6 +140,8 @@ def test_a_toy_workload_is_one_module_and_one_config(toy_folder):
     result = run_in(toy_folder, "workload.params.size=1,3", "executor=local")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "widgets/s" in result.stdout and "toy score" in result.stdout
+    assert [p.name for p in (toy_folder / "results" / "single").iterdir()] == [run.name for run in
+            (toy_folder / "results" / "single").iterdir() if (run / "summary.parquet").exists()]  # bad input left no folder
     run = next((toy_folder / "results" / "single").iterdir())
     summary = pd.read_parquet(run / "summary.parquet")
     assert set(summary["workload"]) == {"toy"}
