@@ -95,7 +95,7 @@ def footer(data, isolation: str, run_path: str) -> str:
     if failed:
         lines.append(f"{len(failed)} trial(s) did not finish; to reproduce one:")
         lines += [f"  python -m sweeper {' '.join(_shell_word(o) for o in r.get('overrides', []))}"
-                  f"  # {r.get('trial_id')} {r.get('status')}: {r.get('error_type')}" for r in failed[:10]]
+                  f"  # {r.get('status')}: {r.get('error_type')}" for r in failed[:10]]
         if len(failed) > 10:
             lines.append(f"  ... and {len(failed) - 10} more (summary.csv lists them)")
     lines.append(f"results: {run_path}")

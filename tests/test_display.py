@@ -52,7 +52,7 @@ def test_footer_names_isolation_and_how_to_reproduce_failures(loader):
         "isolation: node (one trial per node at a time)",
         "1 trial(s) did not finish; to reproduce one:",
         "  python -m sweeper data.num_workers=2 data.prefetch_factor=8 +sweep=loader "
-        "\"analysis.baseline='data.num_workers=2 data.prefetch_factor=2'\"  # burst-1 failed: RuntimeError",
+        "\"analysis.baseline='data.num_workers=2 data.prefetch_factor=2'\"  # failed: RuntimeError",
         "results: results/x/1",
     ]
 
