@@ -37,7 +37,8 @@ def progress_line(done: int, total: int, record: Dict[str, Any], wall_s: float) 
     status = record["status"]
     width = len(str(total))
     if status == "ok":
-        figures = (f"{_num(summary.get('items_per_s'), digits=0)} samples/s  "
+        items = (record.get("workload_spec") or {}).get("items_label") or "items"
+        figures = (f"{_num(summary.get('items_per_s'), digits=0)} {items}/s  "
                    f"p50 {_num(summary.get('step_p50_s'), 1e3, 2)} ms")
     else:
         figures = f"{record.get('error_type')}: {(record.get('error_message') or '')[:80]}"

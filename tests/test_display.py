@@ -99,6 +99,9 @@ def test_column_headers_and_labels_keep_what_tells_settings_apart(tmp_path):
 
 def test_progress_line():
     record = {"trial_id": "ccc-0", "status": "ok", "swept": {"data.num_workers": 2},
-              "summary": {"items_per_s": 10000.0, "step_p50_s": 0.003}}
+              "summary": {"items_per_s": 10000.0, "step_p50_s": 0.003},
+              "workload_spec": {"name": "dataloader", "items_label": "samples"}}
     assert progress_line(3, 12, record, 4.25) == \
         "[ 3/12] ok      ccc-0  num_workers=2  10,000 samples/s  p50 3.00 ms  (4.2 s)"
+    del record["workload_spec"]                                  # a record of version 1 names no items
+    assert "10,000 items/s" in progress_line(3, 12, record, 4.25)

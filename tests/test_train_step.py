@@ -103,7 +103,9 @@ def _trial(world_size, num_workers=0, isolation="pack", gpus=None):
     (_trial(2, gpus=1), ClusterShape([16.0], [8.0]), (2.0, 1.0)),           # resources.gpus still wins
 ])
 def test_request_scales_with_world_size(config, cluster, expected):
-    assert request(config, cluster) == expected
+    from workloads.specs import TRAIN_STEP
+
+    assert request(config, TRAIN_STEP.resources(config), cluster) == expected
 
 
 # -- drift --------------------------------------------------------------------------
