@@ -281,17 +281,6 @@ class RayGuard:
         self.proc = None
 
 
-def ray_session_dir() -> Optional[str]:
-    """The session folder of the Ray this process started (Ray 2.60: the global node's)."""
-    try:
-        from ray._private import worker
-
-        node = getattr(worker, "_global_node", None) or worker.global_worker.node
-        return node.get_session_dir_path()
-    except Exception:
-        return None
-
-
 def _identity(proc: psutil.Process) -> List:
     return [proc.pid, proc.create_time()]
 
@@ -313,9 +302,10 @@ def guard_session(session_dir: Optional[str]) -> RayGuard:
     return RayGuard(proc)
 
 
-def guard_local_ray() -> RayGuard:
-    """Call right after `ray.init()` started a LOCAL cluster; `close()` after `ray.shutdown()`."""
-    return guard_session(ray_session_dir())
+def guard_local_ray(session_dir: Optional[str]) -> RayGuard:
+    """Call right after `ray.init()` started a LOCAL cluster, with its session folder (the Ray
+    executor finds it: this module imports no Ray); `close()` after `ray.shutdown()`."""
+    return guard_session(session_dir)
 
 
 def _same(pid: int, created: float) -> Optional[psutil.Process]:

@@ -258,9 +258,10 @@ def test_a_closed_guard_leaves_everything_alone(tmp_path):
 RAY_DRIVER = """
 import json, logging, os, time
 import psutil, ray
-from sweeper.containment import guard_local_ray, ray_session_dir
+from sweeper.containment import guard_local_ray
+from sweeper.executors.ray_executor import ray_session_dir
 ray.init(num_cpus=1, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-guard = guard_local_ray()
+guard = guard_local_ray(ray_session_dir())
 worker = ray.get(ray.remote(lambda: os.getpid()).remote())
 tree = [[p.pid, p.create_time()] for p in psutil.Process().children(recursive=True)]
 print(json.dumps({"session_dir": ray_session_dir(), "tree": tree, "worker": worker,

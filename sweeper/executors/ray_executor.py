@@ -18,6 +18,17 @@ from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 
 
+def ray_session_dir() -> Optional[str]:
+    """The session folder of the Ray this process started (Ray 2.60: the global node's)."""
+    try:
+        from ray._private import worker
+
+        node = getattr(worker, "_global_node", None) or worker.global_worker.node
+        return node.get_session_dir_path()
+    except Exception:
+        return None
+
+
 class NodeZygote:
     """A zygote the driver starts on its own machine while Ray starts, so that its torch
     import overlaps Ray's start instead of following it. The local Ray's workers fork
@@ -65,7 +76,7 @@ class RayExecutor(Executor):
         if self.started_ray:
             from sweeper.containment import guard_local_ray
 
-            self.guard = guard_local_ray()               # Ray's processes end with this driver, even on SIGKILL
+            self.guard = guard_local_ray(ray_session_dir())   # Ray's processes end with this driver, even on SIGKILL
         return self._shape()
 
     def _connect(self) -> bool:
