@@ -120,8 +120,8 @@ for arg in sys.argv[1:]:
         key = key if isinstance(key, tuple) else (key,)
         cell = " ".join(f"{c.split('.')[-1]}={v}" for c, v in zip(swept, key))
         ok = g[g["status"] == "ok"]
-        p50 = ok["step_p50_s_max_rank"] if "step_p50_s_max_rank" in ok and ok["step_p50_s_max_rank"].notna().any() \
-            else ok.get("step_p50_s")
+        multi = "num_gpus" in ok and (ok["num_gpus"] > 1).any() and "step_p50_s_max_rank" in ok
+        p50 = ok["step_p50_s_max_rank"] if multi else ok.get("step_p50_s")   # several ranks: the slowest one
         med = lambda col: ok[col].median() if col in ok and ok[col].notna().any() else None
         status = ",".join(f"{k}:{v}" for k, v in g["status"].value_counts().items())
         pin = ",".join(sorted(map(str, g["pin_memory_effective"].unique()))) if "pin_memory_effective" in g else "-"
