@@ -29,7 +29,12 @@ def _num(value: Any, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _swept_text(swept: Dict[str, Any]) -> str:
-    return " ".join(f"{short_key(k)}={v}" for k, v in swept.items())
+    """key=value per axis, keys as short as the tables make them and as long as they must be
+    to stay apart (wandb.enabled and report.enabled, not enabled twice)."""
+    from sweeper.analysis.text import short_keys
+
+    names = short_keys(swept)
+    return " ".join(f"{names[k]}={v}" for k, v in swept.items())
 
 
 def progress_line(done: int, total: int, record: Dict[str, Any], wall_s: float) -> str:

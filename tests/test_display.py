@@ -105,3 +105,5 @@ def test_progress_line():
         "[ 3/12] ok      ccc-0  num_workers=2  10,000 samples/s  p50 3.00 ms  (4.2 s)"
     del record["workload_spec"]                                  # a record of version 1 names no items
     assert "10,000 items/s" in progress_line(3, 12, record, 4.25)
+    record["swept"] = {"wandb.enabled": False, "report.enabled": False}
+    assert "  wandb.enabled=False report.enabled=False  " in progress_line(3, 12, record, 4.25)

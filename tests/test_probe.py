@@ -569,7 +569,7 @@ def test_a_dataloader_trial_with_8_workers_shows_worker_memory_apart_from_the_ma
                  "cache_dir": str(tmp_path / "shards")},
         "probe": {"memory_every": 4, "sample_hz": 20, "profile": "torch", "profile_wait": 1, "profile_active": 2},
     })
-    record = outcome.record
+    record = outcome.record.to_dict()
     assert record["status"] == "ok", record
     steps = pd.read_parquet(io.BytesIO(outcome.files["steps.parquet"]))
     read = steps[steps["mem_workers_n"].fillna(0) >= 8]
