@@ -162,7 +162,8 @@ class Sweep:
         self.run, self.root, self.jobs = run, root, jobs
         self.records: Dict[str, TrialRecord] = {}
         self.pending: Dict[Any, Attempt] = {}
-        self.progress = Progress(total)
+        self.total = total
+        self.progress: Optional[Progress] = None    # drawn once the sweep's first line is out
         self.summary_at: Optional[float] = None
         self.summary_stale = False
         self.stop = threading.Event()
@@ -173,12 +174,13 @@ class Sweep:
         self.executor, self.on_trial = executor, publishers.on_trial
         done = earlier_results(self.run, trials) if self.root.resume else {}
         self.records.update(done)
-        self.progress.advance(len(done))
         print(f"sweep '{self.root.sweep.name}': {len(trials)} trial(s) on {executor.describe(shape)}, "
               f"isolation={self.root.resources.isolation}", flush=True)
         if done:
             print(f"resuming {self.run}: {len(done)} trial(s) already finished, "
                   f"{len(trials) - len(done)} to run", flush=True)
+        self.progress = Progress(self.total)
+        self.progress.advance(len(done))
         previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             for trial in trials:
@@ -193,7 +195,8 @@ class Sweep:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self.progress.close()
+            if self.progress is not None:
+                self.progress.close()
             if self.summary_stale:
                 self.write_summary()
 
@@ -257,7 +260,8 @@ class Sweep:
             self.write_summary()
         as_dict = record.to_dict()
         self.on_trial(self.run, as_dict, self.jobs[0].values)
-        self.progress.trial_done(lambda done, total, wall: display.progress_line(done, total, as_dict, wall))
+        if self.progress is not None:
+            self.progress.trial_done(lambda done, total, wall: display.progress_line(done, total, as_dict, wall))
 
     def write_summary(self) -> None:
         write_summary(self.run, self.records.values())

@@ -108,8 +108,11 @@ def quiet_sweep(run, total):
     from sweeper.schema import RootConfig
 
     root = RootConfig()
+    from sweeper.progress import Progress
+
     sweep = Sweep(run, root, [Job([], root, {"wandb": {"enabled": False}})], total)
     sweep.on_trial = lambda *args: None
+    sweep.progress = Progress(total)          # the progress lines go to stdout, as in a sweep
     return sweep
 
 
@@ -191,5 +194,6 @@ def test_a_credential_in_a_record_reaches_neither_the_summary_nor_the_progress_l
     sweep.write_summary()
     assert secret not in (tmp_path / "summary.csv").read_text()
     assert secret.encode() not in (tmp_path / "summary.parquet").read_bytes()
-    assert secret not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[1/1] failed" in out and secret not in out
     assert secret not in str(sweep.records)
