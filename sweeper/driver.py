@@ -167,11 +167,13 @@ class Sweep:
         self.summary_at: Optional[float] = None
         self.summary_stale = False
         self.stop = threading.Event()
+        self.trackers_of = lambda record: dict(record.trackers)
 
     def run_trials(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
         from sweeper import publishers
 
         self.executor, self.on_trial = executor, publishers.on_trial
+        self.trackers_of = lambda record: publishers.trackers(self.run, record, self.jobs[0].values)
         done = earlier_results(self.run, trials) if self.root.resume else {}
         self.records.update(done)
         print(f"sweep '{self.root.sweep.name}': {len(trials)} trial(s) on {executor.describe(shape)}, "
@@ -253,6 +255,7 @@ class Sweep:
         record = record.redacted()     # once, here: the folder, summary, progress and publishers read this copy
         record.attempts = attempt.number
         record.retry_of = attempt.spec.get("retry_of") or record.retry_of
+        record.trackers = self.trackers_of(record)
         write_trial(self.run, record, attempt.values, files)
         self.records[record.trial_id] = record
         self.summary_stale = True

@@ -51,6 +51,7 @@ class TrialRecord:
     retry_of: Optional[str] = None
     log_tail: Optional[str] = None
     files: List[str] = field(default_factory=list)
+    trackers: Dict[str, Any] = field(default_factory=dict)        # e.g. {"wandb": {"run_id", "url"}}: set by publishers
     record_version: int = RECORD_VERSION
 
     @classmethod

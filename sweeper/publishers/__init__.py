@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ SweepPublisher = Callable[[Path, Any, Any, Dict[str, Any]], None]   # run folder
 
 TRIAL_HOOKS: List[TrialHook] = []
 SWEEP_PUBLISHERS: List[SweepPublisher] = []
+# name -> (run folder, record, root config) -> {"run_id": ..., "url": ...} or None (not tracking)
+TRACKER_IDS: Dict[str, Callable[[Path, Any, Dict[str, Any]], Optional[Dict[str, Any]]]] = {}
 
 
 def _guarded(hook, *args) -> None:
@@ -71,6 +73,21 @@ def on_trial(run: Path, record: Any, root: Dict[str, Any]) -> None:
     if TRIAL_HOOKS:
         record = record.to_dict() if hasattr(record, "to_dict") else record
         _background.put((run, record, root))
+
+
+def trackers(run: Path, record: Any, root: Dict[str, Any]) -> Dict[str, Any]:
+    """Where each tracker will hold this trial (its run id, and URL where known), decided before
+    the trial's record is written so that the record names them. A tracker that fails names nothing."""
+    out = dict(getattr(record, "trackers", None) or {})
+    for name, hook in TRACKER_IDS.items():
+        try:
+            found = hook(run, record, root)
+        except Exception as exc:   # a tracker is never worth a lost record
+            log.warning("tracker %s: %s: %s", name, type(exc).__name__, exc)
+            found = None
+        if found:
+            out[name] = found
+    return out
 
 
 def drain() -> None:
