@@ -112,11 +112,13 @@ def terminal_end(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> s
 
 def _register_builtin() -> None:
     """cells.parquet first (the pandas summary), then the report (the W&B summary run
-    carries its figures), then W&B."""
-    from sweeper.publishers import cells_files, report_sink, wandb_sink
+    carries its figures), then W&B, then the W&B report's spec (wandb_report.json)."""
+    from sweeper.publishers import cells_files, report_sink, wandb_report, wandb_sink
 
     TRIAL_HOOKS.append(wandb_sink.on_trial)
-    SWEEP_PUBLISHERS.extend([cells_files.on_sweep_end, report_sink.on_sweep_end, wandb_sink.on_sweep_end])
+    TRACKER_IDS["wandb"] = wandb_sink.tracker
+    SWEEP_PUBLISHERS.extend([cells_files.on_sweep_end, report_sink.on_sweep_end, wandb_sink.on_sweep_end,
+                             wandb_report.on_sweep_end])
 
 
 _register_builtin()

@@ -1,8 +1,14 @@
 """Weights & Biases: one W&B run per trial, and one summary run per sweep.
 
-A trial's run: group = the sweep's run id, config = the trial's swept values,
-cell, repeat and resources, history = its steps (steps.parquet), summary = its
-p50/p95 and throughput. The summary run holds the analysis' per-cell table with
+A trial's run: id = `run_id_for(sweep, run id, trial id)` (decided before the
+trial's record is written, by `tracker`, so trial.json names it under
+trackers.wandb), group = the sweep's run id, job_type = the workload's name, tags =
+its cell id (and "baseline"), config = the same flat dotted keys as the summary
+(swept values, cell_id, repeat, ...), history = its steps (steps.parquet), summary =
+the figures the analysis gives that repeat (items_per_s, p50, p95, mean: computed
+by the analysis' own `repeat_table` over the trial's measured steps, since the run
+is made as the trial ends, before the analysis), its peak memory
+(`trial_memory`), mean time per step in each phase and the probe's step figures. The summary run holds the analysis' per-cell table with
 its verdicts (a wandb.Table: the same frame as cells.parquet), the recommendation
 and the report's figures. Offline by default (`wandb.mode=offline`): runs land in
 <run folder>/wandb/offline-run-* and `wandb sync` uploads them later.
@@ -15,8 +21,11 @@ the root config into W&B, only the trial's own swept values and resources.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -26,6 +35,9 @@ _state: Dict[str, Any] = {"wandb": None, "warned": False}
 # Per-step columns worth a W&B chart: times, items, memory, utilisation.
 _STEP_PREFIXES = ("step_s", "host_step_s", "phase_", "items", "mem_", "gpu_", "util_")
 _SUMMARY_KEYS = ("step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "items_per_s", "steps")
+SUMMARY_NAME = "summary"          # the summary run's id is run_id_for(sweep, run id, SUMMARY_NAME)
+SUMMARY_JOB_TYPE = "summary"      # its job_type; a trial's is its workload's name
+VERDICTS_TABLE = "verdicts"       # the summary run's Table of the analysis' per-cell verdicts
 
 
 def _settings(root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -64,12 +76,62 @@ def _quiet_settings(wandb):
     return wandb.Settings(**{k: v for k, v in wanted.items() if known is None or k in known})
 
 
+def run_id_for(sweep: Optional[str], run_id: str, name: str) -> str:
+    """A W&B run id that is the same every time for one trial (or the summary run) of one sweep
+    run: `<sweep>-<run id>-<trial id>`, made of [A-Za-z0-9_-] (W&B refuses :;,#?/' and the id is
+    part of a URL), at most 64 characters (longer ones keep 51 and add a hash of the whole)."""
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(str(p) for p in (sweep, run_id, name) if p)).strip("-")
+    if len(text) > 64:
+        text = f"{text[:51]}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    return text
+
+
+def _field(record: Any, name: str, default: Any = None) -> Any:
+    return record.get(name, default) if isinstance(record, dict) else getattr(record, name, default)
+
+
+def app_url() -> str:
+    """The W&B web app's address for this environment (WANDB_BASE_URL / WANDB_APP_URL honoured)."""
+    from urllib.parse import urlparse
+
+    base = os.environ.get("WANDB_APP_URL") or os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+    base = base.rstrip("/")
+    if os.environ.get("WANDB_APP_URL"):
+        return base
+    host = urlparse(base).netloc
+    if host.startswith("api.wandb."):
+        return base.replace("://api.", "://", 1)
+    if host.startswith("api."):
+        return base.replace("://api.", "://app.", 1)
+    return base
+
+
+def run_url(entity: Optional[str], project: str, wandb_id: str) -> Optional[str]:
+    return f"{app_url()}/{entity}/{project}/runs/{wandb_id}" if entity else None
+
+
+def tracker(run: Path, record: Any, root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """sweeper.publishers.TRACKER_IDS["wandb"]: where W&B will hold this trial, before its
+    record is written. The URL is known only online with an entity; offline it is None (and
+    `python -m sweeper.publish` records the URLs once the runs are synced)."""
+    cfg = _settings(root)
+    if cfg is None:
+        return None
+    wandb_id = run_id_for(_field(record, "sweep"), _field(record, "run_id") or Path(run).name,
+                          _field(record, "trial_id"))
+    url = run_url(cfg["entity"], cfg["project"], wandb_id) if cfg["mode"] == "online" else None
+    return {"run_id": wandb_id, "url": url}
+
+
 def trial_config(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What identifies a trial in W&B: swept values, cell, repeat, resources, machine."""
+    """What identifies a trial in W&B, as flat keys like the summary's columns: swept values
+    (data.num_workers, ...), trial_id, cell_id, repeat, is_baseline, sweep, workload; then
+    resources and machine (W&B shows them as resources.num_cpus, ...)."""
     fp = record.get("fingerprint") or {}
     config = {**record.get("swept", {}), "trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
               "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
-              "sweep": record.get("sweep"), "resources": record.get("resources", {}),
+              "sweep": record.get("sweep"), "run_id": record.get("run_id"),
+              "workload": (record.get("workload_spec") or {}).get("name"), "resources": record.get("resources", {}),
               "overrides": " ".join(record.get("overrides", [])),
               "machine": {k: fp.get(k) for k in ("host", "cpu_model", "gpu_name", "torch", "cuda")}}
     return _redact(config)
@@ -88,32 +150,67 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def _log_steps(wb_run, steps_path: Path) -> None:
-    import pandas as pd
-
-    steps = pd.read_parquet(steps_path)
+def _log_steps(wb_run, steps) -> None:
     columns = [c for c in steps.columns if c.startswith(_STEP_PREFIXES) or c == "warmup"]
     for row in steps[["step", *columns]].to_dict("records"):
         values = {k: v for k, v in row.items() if k != "step" and v is not None and _finite(v) is not None}
         wb_run.log(values, step=int(row["step"]))
 
 
+def trial_figures(record: Dict[str, Any], steps: Optional[Any]) -> Dict[str, Any]:
+    """The figures the analysis gives this trial as a repeat, by the analysis' own functions:
+    items_per_s (its items / its time over its measured steps), p50, p95, mean step time and
+    steps (`repeat_table`), peak gpu_mem_gb / host_mem_gb (`trial_memory`), and the mean
+    seconds per measured step of each phase (phase_<name>_s, as the report's phase figure)."""
+    import pandas as pd
+
+    from sweeper.analysis.cells import measured_steps, repeat_table, trial_memory
+
+    if record.get("status") != "ok":
+        return {}
+    summary = record.get("summary") or {}
+    row = {**summary, **{k: v for k, v in (record.get("figures") or {}).items() if k not in summary},
+           "trial_id": record["trial_id"], "cell_id": record.get("cell_id"), "repeat": record.get("repeat", 0),
+           "is_baseline": record.get("is_baseline", False), "status": "ok"}
+    steps = steps if steps is not None else pd.DataFrame()
+    if not steps.empty and "trial_id" not in steps.columns:
+        steps = steps.assign(trial_id=record["trial_id"])
+    repeat = repeat_table(pd.DataFrame([row]), steps).to_dict("records")
+    out: Dict[str, Any] = {k: repeat[0][k] for k in ("items_per_s", "p50", "p95", "mean", "steps")} if repeat else {}
+    out.update(trial_memory(pd.Series(row), steps if not steps.empty else None))
+    measured = measured_steps(steps)
+    for column in (c for c in measured.columns if c.startswith("phase_") and c.endswith("_s")):
+        out[column] = float(measured[column].fillna(0.0).mean())
+    for key, value in (record.get("figures") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in out:
+            out[key] = value
+    return {k: _finite(float(v)) for k, v in out.items()}
+
+
 def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
-    """One W&B run for a finished (or failed) trial."""
+    """One W&B run for a finished (or failed) trial, under the id its record names."""
     cfg = _settings(root)
     wandb = _import() if cfg else None
     if wandb is None:
         return
-    wb_run = _init(wandb, run, cfg, group=record.get("run_id") or run.name, job_type="trial",
-                   name=record["trial_id"], config=trial_config(record),
-                   tags=["baseline"] if record.get("is_baseline") else None)
+    import pandas as pd
+
+    run_id = record.get("run_id") or run.name
+    wandb_id = ((record.get("trackers") or {}).get("wandb") or {}).get("run_id") \
+        or run_id_for(record.get("sweep"), run_id, record["trial_id"])
+    tags = [f"cell:{record.get('cell_id')}"] + (["baseline"] if record.get("is_baseline") else [])
+    wb_run = _init(wandb, run, cfg, id=wandb_id, group=run_id,
+                   job_type=(record.get("workload_spec") or {}).get("name") or "trial",
+                   name=record["trial_id"], config=trial_config(record), tags=tags)
     try:
-        steps = run / "trials" / record["trial_id"] / "steps.parquet"
-        if cfg["log_steps"] and steps.exists():
+        path = run / "trials" / record["trial_id"] / "steps.parquet"
+        steps = pd.read_parquet(path) if path.exists() else None
+        if cfg["log_steps"] and steps is not None:
             _log_steps(wb_run, steps)
         summary = record.get("summary") or {}
         wb_run.summary.update({"status": record["status"], "error_type": record.get("error_type"),
-                               **{k: _finite(summary.get(k)) for k in _SUMMARY_KEYS}})
+                               **{k: _finite(summary.get(k)) for k in _SUMMARY_KEYS},
+                               **trial_figures(record, steps)})
     finally:
         wb_run.finish(exit_code=0 if record["status"] == "ok" else 1)
 
@@ -131,14 +228,15 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
     from sweeper.report import FIGURES_DIR
 
     run_id = records[0].get("run_id") or run.name
-    wb_run = _init(wandb, run, cfg, group=run_id, job_type="summary", name=f"{run_id}-summary",
+    wb_run = _init(wandb, run, cfg, id=run_id_for(records[0].get("sweep"), run_id, SUMMARY_NAME),
+                   group=run_id, job_type=SUMMARY_JOB_TYPE, name=f"{run_id}-summary",
                    config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": analysis.metric,
                            "baseline_cell": analysis.baseline_id, "axes": analysis.axes,
                            "items_label": analysis.workload.items_label})
     try:
         table = cell_summary(analysis)
         table = table.astype(object).where(table.notna(), None)
-        media: Dict[str, Any] = {"verdicts": wandb.Table(dataframe=table)}
+        media: Dict[str, Any] = {VERDICTS_TABLE: wandb.Table(dataframe=table)}
         for png in sorted((run / FIGURES_DIR).glob("*.png")):
             media[f"figures/{png.stem}"] = wandb.Image(str(png))
         wb_run.log(media)
