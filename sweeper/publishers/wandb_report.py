@@ -117,7 +117,8 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     blocks += [
         wr.H2("Verdict table"),
         wr.PanelGrid(runsets=[summary], panels=[
-            wr.WeavePanelSummaryTable(table_name=wandb_sink.VERDICTS_TABLE, layout=wr.Layout(w=24, h=10))]),
+            # default layout: 0.4.13 does not read a summary table's layout back, so publish would lose it
+            wr.WeavePanelSummaryTable(table_name=wandb_sink.VERDICTS_TABLE)]),
         wr.H2("Trials"),
         wr.P(f"Every trial run of this sweep (group {run_id}), grouped by the config key {CELL_KEY}."
              + ("" if phases else " No phase was timed: no phase breakdown.")),
@@ -126,7 +127,7 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     title = f"{sweep or 'sweep'} {run_id}"[:128]
     return wr.Report(entity=cfg["entity"] or "", project=cfg["project"], title=title,
                      description=f"sweeper run {run_id}: {len(records)} trial(s), metric {analysis.metric}",
-                     blocks=blocks, width="fluid")
+                     blocks=blocks)   # width: the default; 0.4.13 does not read it back (_from_model)
 
 
 def spec_json(report) -> str:
