@@ -255,3 +255,18 @@ def test_publishing_twice_updates_one_report(sweeps, tmp_path, monkeypatch, caps
                 for rs in b["metadata"]["runSets"]]
     assert projects and all(p == {"name": "sweeper", "entityName": "team-x", "id": "proj-internal-1"}
                             for p in projects)
+
+
+def test_tracker_names_a_deterministic_id_and_a_url_only_when_known(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.delenv("WANDB_APP_URL", raising=False)
+    record = read_records(Path(__file__).parent / "data" / "sleepy-a")[0]
+    offline = wandb_sink.tracker(tmp_path, record, {"wandb": {"enabled": True, "mode": "offline"}})
+    assert offline == {"run_id": f"sleepy-same-a-{record['trial_id']}", "url": None}
+    assert wandb_sink.tracker(tmp_path, record, {"wandb": {"enabled": True, "mode": "offline"}}) == offline
+    online = wandb_sink.tracker(tmp_path, record, {"wandb": {"enabled": True, "mode": "online", "entity": "team"}})
+    assert online["url"] == f"https://wandb.ai/team/sweeper/runs/{offline['run_id']}"
+    assert wandb_sink.tracker(tmp_path, record, {"wandb": {"enabled": True, "mode": "online"}})["url"] is None
+    assert wandb_sink.tracker(tmp_path, record, {"wandb": {"enabled": False}}) is None
+    long = wandb_sink.run_id_for("s" * 80, "r/1:2", "t")
+    assert len(long) == 64 and re.fullmatch(r"[A-Za-z0-9_-]+", long)
