@@ -174,6 +174,26 @@ class WandbConfig:
 
 
 @dataclass
+class MlflowConfig:
+    # MLflow tracking: a parent run per sweep, a nested run per trial (sweeper/publishers/mlflow_sink.py).
+    # An extra: pip install 'sweeper[mlflow]'. Credentials (MLFLOW_TRACKING_TOKEN, ...) stay in the environment.
+    enabled: bool = False                # true: track this sweep in MLflow
+    tracking_uri: Optional[str] = None   # null: sqlite:///<run folder>/mlflow.db (artifacts in <run folder>/mlruns);
+                                         # or a server, e.g. http://mlflow.internal:5000
+    experiment: str = "sweeper"
+
+    def check(self) -> None:
+        _require(bool(self.experiment), "mlflow.experiment", "must not be empty")
+        _require(self.tracking_uri is None or bool(str(self.tracking_uri).strip()), "mlflow.tracking_uri",
+                 "must be a URI such as http://host:5000 or sqlite:///path/mlflow.db, or null")
+        if self.enabled:
+            import importlib.util
+
+            _require(importlib.util.find_spec("mlflow") is not None, "mlflow.enabled",
+                     "is true but MLflow is not installed: pip install 'sweeper[mlflow]' (or mlflow.enabled=false)")
+
+
+@dataclass
 class ReportConfig:
     # report.html (self-contained) and report.md, written into the run folder when a sweep ends.
     enabled: bool = True
@@ -320,11 +340,13 @@ class RootConfig(TrialConfig):
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
 
     def check(self) -> None:
         super().check()
         self.analysis.check()
         self.wandb.check()
+        self.mlflow.check()
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
         _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")
@@ -346,7 +368,7 @@ _SECTIONS = {
     "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
-    "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
+    "MlflowConfig": MlflowConfig, "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")
@@ -388,5 +410,5 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 __all__: List[str] = [
     "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "ReportConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

@@ -121,4 +121,16 @@ def _register_builtin() -> None:
                              wandb_report.on_sweep_end])
 
 
+def _register_mlflow() -> None:
+    """MLflow (mlflow.enabled=true), after the others: the trial's nested run is created
+    before its record is written and filled in the background; the sweep's parent run gets
+    cells.parquet/csv and the report once they are written."""
+    from sweeper.publishers import mlflow_sink
+
+    TRACKER_IDS["mlflow"] = mlflow_sink.tracker_id
+    TRIAL_HOOKS.append(mlflow_sink.on_trial)
+    SWEEP_PUBLISHERS.append(mlflow_sink.on_sweep_end)
+
+
 _register_builtin()
+_register_mlflow()
