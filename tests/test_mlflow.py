@@ -179,3 +179,26 @@ def test_artifacts_trial_folders_and_the_sweeps_cells_and_report(tracked):
     recommended = data.params["recommended_cell_id"]
     assert recommended in set(cells["cell_id"]) and data.tags["sweeper.recommended_cell_id"] == recommended
     assert data.metrics["failed_trials"] == 2 and data.metrics["trials"] == 6
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_its_parent(sweeper_cli, tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    args = ["workload.target=tests.workloads_for_tests:quick,tests.workloads_for_tests:raises",
+            "workload.steps=3", "workload.warmup_steps=1", "executor=local", "mlflow.enabled=true"]
+    first = sweeper_cli(args)
+    again = sweeper_cli([*args, "resume=latest"])                 # re-runs the failed trial only
+    assert first.returncode == again.returncode == 1, again.stderr[-3000:]
+    assert "mlflow:" not in first.stdout + first.stderr + again.stdout + again.stderr
+    run = next((tmp_path / "results").glob("*/*/mlflow.json")).parent
+    state = json.loads((run / "mlflow.json").read_text())
+    runs = MlflowClient(state["tracking_uri"]).search_runs([state["experiment_id"]])
+    parents = [r for r in runs if not r.data.tags.get("mlflow.parentRunId")]
+    assert [p.info.run_id for p in parents] == [state["parent_run_id"]] and parents[0].info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 3 and len(state["trials"]) == 2        # the failed trial twice, the other once
+    failed = [r for r in children if r.info.status == "FAILED"]
+    assert len(failed) == 2 and failed[0].info.run_name == failed[1].info.run_name
+    assert state["trials"][failed[0].info.run_name] == max(failed, key=lambda r: r.info.start_time).info.run_id

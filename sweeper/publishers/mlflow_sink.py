@@ -211,9 +211,10 @@ class _Tracker:
 
                 tags["sweeper.recommendation"] = "\n".join(format_recommendation(rec))[:5000]
             now = _now_ms()
-            self.client.log_batch(
+            logged = self.client.get_run(self.parent_id).data.params   # a resumed run's: MLflow keeps params
+            self.client.log_batch(                                     # as first logged; the tags are the latest
                 self.parent_id,
-                params=[Param(k, _param(v)) for k, v in params.items() if v is not None],
+                params=[Param(k, _param(v)) for k, v in params.items() if v is not None and k not in logged],
                 metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite_number(v)])
             for key, value in tags.items():
                 self.client.set_tag(self.parent_id, key, value)
