@@ -43,11 +43,6 @@ def _cuda_probe(**kwargs):
     return Probe(timer=CudaTimer(), cuda_memory=CudaMemory("cuda"), **kwargs)
 
 
-def _judge(ok, figure):
-    print(figure)
-    assert ok, figure
-
-
 @contextlib.contextmanager
 def _counting_device_syncs():
     """Counts torch.cuda.synchronize calls while the block runs."""
@@ -87,9 +82,13 @@ def test_event_phases_add_no_device_sync_and_are_read_back_late(steps=30):
     rows = probe.rows
     h2d = float(np.median([r["phase_h2d_s"] for r in rows[2:]]))
     gbps = host.numel() / h2d / 1e9
-    _judge(syncs["n"] == 0 and in_flight and len(rows) == steps and 10 < gbps < 80,
-           f"device syncs in loop {syncs['n']}, work in flight at loop end {in_flight}, rows {len(rows)}, "
+    figure = (f"device syncs in loop {syncs['n']}, work in flight at loop end {in_flight}, rows {len(rows)}, "
            f"pinned h2d 64 MiB {h2d * 1e3:.2f} ms = {gbps:.1f} GB/s by events")
+    print(figure)
+    assert syncs["n"] == 0, figure
+    assert in_flight, figure
+    assert len(rows) == steps, figure
+    assert 10 < gbps < 80, figure
 
 
 def test_an_event_phase_matches_the_synchronised_host_clock(repeats=15):
@@ -117,9 +116,10 @@ def test_an_event_phase_matches_the_synchronised_host_clock(repeats=15):
     probe.stop()
     measured = float(np.median([r["phase_forward_s"] for r in probe.rows]))
     ref = float(np.median(reference))
-    _judge(abs(measured - ref) <= max(0.05 * ref, 50e-6),
-           f"phase by events {measured * 1e3:.3f} ms vs synchronised host clock {ref * 1e3:.3f} ms "
+    figure = (f"phase by events {measured * 1e3:.3f} ms vs synchronised host clock {ref * 1e3:.3f} ms "
            f"({(measured / ref - 1) * 100:+.1f}%; tolerance 5% or 50 us)")
+    print(figure)
+    assert abs(measured - ref) <= max(0.05 * ref, 50e-6), figure
 
 
 def test_event_phases_and_other_sum_to_the_step(steps=20):
@@ -148,9 +148,12 @@ def test_event_phases_and_other_sum_to_the_step(steps=20):
     exact = all(abs(s + r["phase_other_s"] - r["step_s"]) < 1e-9 for s, r in zip(sums, rows))
     fits = all(phases_fit(r["step_s"], s) for s, r in zip(sums, rows))
     other = float(np.median([r["phase_other_s"] / r["step_s"] for r in rows]))
-    _judge(exact and fits, f"sum + other = step in every row {exact}, phases fit {fits}, "
+    figure = (f"sum + other = step in every row {exact}, phases fit {fits}, "
                            f"median other {other * 100:.2f}% of step, "
                            f"data_wait share {probe.summary().get('data_wait_share', float('nan')):.3f}")
+    print(figure)
+    assert exact, figure
+    assert fits, figure
 
 
 # -- memory ------------------------------------------------------------------------------------------
@@ -166,8 +169,11 @@ def test_cuda_peak_columns_are_per_step():
     probe.stop()
     peaks = [r["gpu_mem_peak_allocated_mb"] for r in probe.rows]
     reserved = [r["gpu_mem_peak_reserved_mb"] for r in probe.rows]
-    _judge(peaks[3] >= 512 and peaks[4] <= peaks[3] - 400 and reserved[3] >= 512,
-           f"peak allocated MB by step {[round(p) for p in peaks]}, reserved at step 3 {reserved[3]:.0f}")
+    figure = (f"peak allocated MB by step {[round(p) for p in peaks]}, reserved at step 3 {reserved[3]:.0f}")
+    print(figure)
+    assert peaks[3] >= 512, figure
+    assert peaks[4] <= peaks[3] - 400, figure
+    assert reserved[3] >= 512, figure
 
 
 def test_pinned_host_memory_is_read():
@@ -181,8 +187,10 @@ def test_pinned_host_memory_is_read():
     reading = TreeMemory()()
     del pinned
     pool = reading.get("mem_pinned_pool_mb", float("nan"))
-    _judge(pool >= 256, f"pinned pool {pool:.0f} MB, active {reading.get('mem_pinned_active_mb', float('nan')):.0f} MB, "
+    figure = (f"pinned pool {pool:.0f} MB, active {reading.get('mem_pinned_active_mb', float('nan')):.0f} MB, "
                         f"main USS {reading['mem_main_uss_mb']:.0f} MB")
+    print(figure)
+    assert pool >= 256, figure
 
 
 # -- the sampler with NVML, through the trial's own probe ---------------------------------------------
@@ -203,9 +211,12 @@ def test_the_trial_probe_samples_the_gpu_through_nvml(seconds=2.0):
     # memory columns are summarised by their maximum, the others by their mean (sweeper/probe.py)
     means = {c: summary.get(f"{c}_max" if c.startswith("gpu_mem_") else f"{c}_mean", float("nan")) for c in columns}
     figure = ", ".join(f"{c} {v:.0f}" for c, v in means.items())
-    _judge(means["util_gpu_pct"] > 50 and all(means[c] > 0 for c in columns) and not probe.warnings,
-           f"{figure}; steps {summary['steps']}; main USS max "
+    figure = (f"{figure}; steps {summary['steps']}; main USS max "
            f"{summary.get('mem_main_uss_mb_max', float('nan')):.0f} MB; warnings {probe.warnings}")
+    print(figure)
+    assert means["util_gpu_pct"] > 50, figure
+    assert all(means[c] > 0 for c in columns), figure
+    assert not probe.warnings, figure
 
 
 # -- fingerprint and profiles ------------------------------------------------------------------------
@@ -215,9 +226,11 @@ def test_the_fingerprint_has_the_gpu_fields():
     fp = fingerprint()
     keys = ("gpu_name", "gpu_uuid", "gpu_count", "driver", "cuda", "cudnn", "torch", "cpu_model", "cpu_count")
     missing = [k for k in keys if not fp.get(k)]
-    _judge(not missing, f"{fp.get('gpu_count')} x {fp.get('gpu_name')} ({fp.get('gpu_uuid')}), driver "
+    figure = (f"{fp.get('gpu_count')} x {fp.get('gpu_name')} ({fp.get('gpu_uuid')}), driver "
                         f"{fp.get('driver')}, CUDA {fp.get('cuda')}, cuDNN {fp.get('cudnn')}, NCCL "
                         f"{fp.get('nccl')}, torch {fp.get('torch')}; missing {missing}")
+    print(figure)
+    assert not missing, figure
 
 
 def test_a_torch_profile_holds_cuda_kernels(tmp_path):
@@ -237,9 +250,12 @@ def test_a_torch_profile_holds_cuda_kernels(tmp_path):
     kernels = sum(1 for e in events if e.get("cat") == "kernel")
     profiled = sum(bool(r.get("profiled")) for r in probe.rows)
     size = trace.stat().st_size / 1e6 if trace.exists() else 0.0
-    _judge(kernels > 0 and profiled == 4 and not probe.warnings,
-           f"trace {size:.1f} MB with {kernels} kernel events; {profiled} steps flagged profiled; "
+    figure = (f"trace {size:.1f} MB with {kernels} kernel events; {profiled} steps flagged profiled; "
            f"warnings {probe.warnings}")
+    print(figure)
+    assert kernels > 0, figure
+    assert profiled == 4, figure
+    assert not probe.warnings, figure
 
 
 def test_an_nsys_profile_outside_nsys_warns_once():
@@ -254,4 +270,6 @@ def test_an_nsys_profile_outside_nsys_warns_once():
                     pass
     lines = [w for w in probe.warnings if "probe.profile=nsys" in w]
     where = shutil.which("nsys") or "not on PATH"
-    _judge(len(lines) == 1, f"nsys {where}; warning: {lines[0] if lines else None}")
+    figure = (f"nsys {where}; warning: {lines[0] if lines else None}")
+    print(figure)
+    assert len(lines) == 1, figure
