@@ -31,3 +31,27 @@ def has_cuda() -> bool:
         return torch.cuda.is_available()
     except ImportError:
         return False
+
+
+@pytest.fixture(scope="module")
+def host():
+    """A trial host with its own zygote, shared by a module's tests."""
+    from sweeper.isolation import TrialHost
+
+    h = TrialHost()
+    yield h
+    h.close()
+
+
+@pytest.fixture()
+def node_zygote(tmp_path):
+    """A zygote as the driver starts one per node: (its socket path, its process)."""
+    from sweeper.isolation import ZYGOTE_START_S, _LineReader, start_zygote
+
+    path = str(tmp_path / "z.sock")
+    proc = start_zygote(path, stdout=subprocess.PIPE)
+    _LineReader(proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)     # {"ready": pid}
+    yield path, proc
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=10)

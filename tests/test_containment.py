@@ -16,7 +16,6 @@ import time
 import psutil
 import pytest
 
-from sweeper.isolation import ZYGOTE_START_S, TrialHost, _LineReader, start_zygote
 from tests.conftest import ROOT
 from tests.test_isolation import spec_for
 
@@ -70,22 +69,6 @@ def status_of(outcome):
     return record.to_dict() if hasattr(record, "to_dict") else record
 
 
-@pytest.fixture(scope="module")
-def host():
-    h = TrialHost()
-    yield h
-    h.close()
-
-
-@pytest.fixture()
-def node_zygote(tmp_path):
-    path = str(tmp_path / "z.sock")
-    proc = start_zygote(path, stdout=subprocess.PIPE)
-    _LineReader(proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)     # {"ready": pid}
-    yield path, proc
-    if proc.poll() is None:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 # -- through TrialHost ---------------------------------------------------------------

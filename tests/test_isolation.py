@@ -21,11 +21,6 @@ def spec_for(target, timeout_s=60.0, **params):
             "driver_pid": os.getpid()}
 
 
-@pytest.fixture(scope="module")
-def host():
-    h = TrialHost()
-    yield h
-    h.close()
 
 
 def alive(pid):
@@ -116,18 +111,6 @@ def quiet_sweep(run, total):
     return sweep
 
 
-@pytest.fixture()
-def node_zygote(tmp_path):
-    import subprocess
-
-    from sweeper.isolation import ZYGOTE_START_S, _LineReader, start_zygote
-
-    path = str(tmp_path / "z.sock")
-    proc = start_zygote(path, stdout=subprocess.PIPE)
-    _LineReader(proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)     # {"ready": pid}
-    yield path, proc
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def test_one_node_zygote_serves_several_hosts_at_once(node_zygote):
