@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 from sweeper import display, exitcodes
 from sweeper.errors import SweeperError
 from sweeper.executors import Executor, TrialLost, make_executor
+from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, shrunk, swept_keys
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
@@ -56,15 +57,13 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
     try:
         root = jobs[0].config
         run = resolve_run(root, fresh)
-        plan(jobs, root, ClusterShape([float(os.cpu_count() or 1)], [0.0]))   # every check, before anything starts
+        local_plan = plan(jobs, root, this_machine())    # every check, before anything starts
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         _drop_if_empty(fresh)
         return exitcodes.USAGE
     if root.dry_run:
-        from sweeper.executors.local import this_machine
-
-        print_plan(plan(jobs, root, this_machine()), root, run)
+        print_plan(local_plan, root, run)
         return exitcodes.OK
     executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
     try:
