@@ -199,6 +199,22 @@ class ReportConfig:
     enabled: bool = True
 
 
+@dataclass
+class HistoryConfig:
+    # Every finished run is appended to a history store across nights (docs/history.md).
+    enabled: bool = True                 # false: this run is not appended
+    dir: Optional[str] = None            # null: <results_dir>/history, beside the runs it indexes
+    alert_ratio: float = 1.15            # alert when a cell's items/s drops below its last good night / this,
+                                         # or its p95 step time rises above the last good night x this
+    step_threshold: float = 0.05         # asv step_detect: the smallest relative step it reports
+
+    def check(self) -> None:
+        _require(self.alert_ratio > 1, "history.alert_ratio", f"must be above 1 (e.g. 1.15), got {self.alert_ratio}")
+        _require(0 <= self.step_threshold < 1, "history.step_threshold",
+                 f"must be in [0, 1) (a relative step, e.g. 0.05), got {self.step_threshold}")
+        _require(self.dir is None or bool(str(self.dir).strip()), "history.dir", "must be a folder, or null")
+
+
 TRAIN_PRESETS: Dict[str, Dict[str, int]] = {
     "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 64, "seq_len": 64, "vocab_size": 512},
     "gpt2-124m": {"n_layer": 12, "n_head": 12, "n_embd": 768, "seq_len": 1024, "vocab_size": 50257},
@@ -341,12 +357,14 @@ class RootConfig(TrialConfig):
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
 
     def check(self) -> None:
         super().check()
         self.analysis.check()
         self.wandb.check()
         self.mlflow.check()
+        self.history.check()
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
         _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")
@@ -368,7 +386,8 @@ _SECTIONS = {
     "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
-    "MlflowConfig": MlflowConfig, "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
+    "MlflowConfig": MlflowConfig, "ReportConfig": ReportConfig,
+    "HistoryConfig": HistoryConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")
@@ -410,5 +429,5 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 __all__: List[str] = [
     "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "HistoryConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

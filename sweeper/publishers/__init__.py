@@ -96,7 +96,8 @@ def drain() -> None:
 
 
 def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    """cells.parquet/csv, report.html/md (report.enabled) and the W&B summary run (wandb.*),
+    """cells.parquet/csv, report.html/md (report.enabled), the W&B summary run (wandb.*), the
+    history store (history.enabled),
     each a view of `analysis`; waits for the trial hooks first."""
     drain()
     for publish in SWEEP_PUBLISHERS:
@@ -113,12 +114,13 @@ def terminal_end(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> s
 def _register_builtin() -> None:
     """cells.parquet first (the pandas summary), then the report (the W&B summary run
     carries its figures), then W&B, then the W&B report's spec (wandb_report.json)."""
-    from sweeper.publishers import cells_files, report_sink, wandb_report, wandb_sink
+    from sweeper.publishers import cells_files, history_sink, report_sink, wandb_report, wandb_sink
 
     TRIAL_HOOKS.append(wandb_sink.on_trial)
     TRACKER_IDS["wandb"] = wandb_sink.tracker
+    # history before the W&B report: the report shows the run's alerts across nights
     SWEEP_PUBLISHERS.extend([cells_files.on_sweep_end, report_sink.on_sweep_end, wandb_sink.on_sweep_end,
-                             wandb_report.on_sweep_end])
+                             history_sink.on_sweep_end, wandb_report.on_sweep_end])
 
 
 def _register_mlflow() -> None:

@@ -1,0 +1,228 @@
+"""The history store: one row per cell of every finished run, across nights, as partitioned parquet.
+
+    root/machine=<machine_id>/sweep=<sweep>/<date>-<run_id>-<uuid>.parquet
+
+Append-only truth. Each append writes one new file (a unique name, written under a dotted
+temporary folder and renamed into place, so a reader never sees half a file), so any number
+of writers can append at once: two hosts of a cluster, a cron night and a hand-run
+`append`. Nothing is ever rewritten. A run appended twice is two files; `read` keeps the
+latest copy of each (machine, sweep, run, cell).
+
+Queried with pyarrow (`pyarrow.dataset`, already a dependency): the store is small (a row
+per cell per night: years of nights fit in memory), and DuckDB would add an extra to install
+and a file lock to avoid for nothing pyarrow + pandas cannot do here.
+
+A row's figures are the run's one Analysis (`sweeper.analysis.run.analyze_run`): the
+cell's items_per_s / p50 / p95 with intervals, and the per-repeat values its verdicts were
+tested on (lists), so a later night can be tested against this one without the run folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional
+
+import pandas as pd
+
+from sweeper.errors import SweeperError
+
+# what names a machine: the fingerprint's GPU model and UUIDs, the host, the driver
+MACHINE_KEYS = ("host", "gpu_name", "gpu_uuids", "driver")
+FIGURES = ("items_per_s", "p50", "p95")
+INTERVALS = tuple(f"{f}{end}" for f in FIGURES for end in ("_low", "_high"))
+REPEAT_LISTS = {f"repeat_{f}": f for f in FIGURES}        # history column -> repeat-table column
+KEY = ["machine", "sweep", "run_id", "cell_id"]
+# settings that say where, not what: a difference in them is not a change between nights
+NOT_SETTINGS = ("results_dir", "run_id", "resume", "dry_run", "history.dir")
+
+
+def default_dir(results_dir: str) -> Path:
+    """<results_dir>/history: beside the runs it indexes (see docs/history.md)."""
+    return Path(results_dir).expanduser() / "history"
+
+
+# --------------------------------------------------------------------------- rows of a run
+
+
+def machine_of(records: Iterable[Dict[str, Any]]) -> Dict[str, str]:
+    """The machine the run's trials ran on: its hosts, GPU model(s), GPU UUIDs and driver(s), as
+    text, with a short id over them. Several hosts (a Ray cluster) or GPUs make one machine."""
+    seen: Dict[str, set] = {k: set() for k in MACHINE_KEYS}
+    for record in records:
+        fp = record.get("fingerprint") or {}
+        for key in MACHINE_KEYS:
+            value = fp.get(key) if key != "gpu_uuids" else (fp.get("gpu_uuids") or [fp.get("gpu_uuid")])
+            for v in value if isinstance(value, list) else [value]:
+                if v:
+                    seen[key].add(str(v))
+    fields = {k: ",".join(sorted(v)) for k, v in seen.items()}
+    digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+    fields["machine"] = f"{fields['host'] or 'unknown'}-{digest}"
+    return fields
+
+
+def flat_settings(values: Dict[str, Any], prefix: str = "") -> Dict[str, str]:
+    """{dotted key: value as text} of a resolved config, without Hydra's own section."""
+    out: Dict[str, str] = {}
+    for key, value in values.items():
+        if key == "hydra" and not prefix:
+            continue
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat_settings(value, dotted + "."))
+        elif dotted not in NOT_SETTINGS:
+            out[dotted] = json.dumps(value, default=str) if isinstance(value, (list, tuple)) else str(value)
+    return out
+
+
+def run_settings(run: Path) -> Dict[str, str]:
+    """The settings the run was launched with (its multirun.yaml), flat."""
+    import yaml
+
+    path = Path(run) / "multirun.yaml"
+    return flat_settings(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def _started(records: List[Dict[str, Any]]) -> float:
+    times = [r["started_at"] for r in records if isinstance(r.get("started_at"), (int, float))]
+    return float(min(times)) if times else time.time()
+
+
+def _tool_version(records: List[Dict[str, Any]]) -> str:
+    from sweeper import __version__
+
+    commit = next(((r.get("fingerprint") or {}).get("git_commit") for r in records
+                   if (r.get("fingerprint") or {}).get("git_commit")), "unknown")
+    return f"{__version__}+{str(commit)[:12]}"
+
+
+def _repeat_lists(analysis, cell_id: str) -> Dict[str, List[float]]:
+    repeats = analysis.repeats[analysis.repeats["cell_id"] == cell_id]
+    return {name: [float(v) for v in repeats[column]] for name, column in REPEAT_LISTS.items()}
+
+
+def rows_of_run(run: Path, data, analysis) -> pd.DataFrame:
+    """One history row per cell of an analysed run (RunData, Analysis)."""
+    records = data.records
+    if analysis is None or analysis.cells.empty or not records:
+        return pd.DataFrame()
+    first = records[0]
+    started = _started(records)
+    machine = machine_of(records)
+    shared = {**machine, "sweep": str(first.get("sweep") or Path(run).parent.name),
+              "run_id": str(first.get("run_id") or Path(run).name), "run_dir": str(Path(run).resolve()),
+              "date": datetime.fromtimestamp(started, timezone.utc).strftime("%Y-%m-%d"),
+              "started_at": started, "tool_version": _tool_version(records),
+              "metric": analysis.metric, "appended_at": time.time(),
+              "fingerprint": json.dumps(first.get("fingerprint") or {}, sort_keys=True, default=str),
+              "settings": json.dumps(run_settings(run), sort_keys=True)}
+    rows = []
+    for cell in analysis.cells.to_dict("records"):
+        swept = {a: _plain(cell.get(a)) for a in analysis.axes}
+        rows.append({**shared, "cell_id": str(cell["cell_id"]), "cell": str(cell["cell"]),
+                     "swept": json.dumps(swept, sort_keys=True, default=str),
+                     "is_baseline": bool(cell.get("is_baseline")), "status": str(cell["status"]),
+                     "repeats": int(cell["repeats"]), "failed": int(cell.get("failed") or 0),
+                     **{f: _number(cell.get(f)) for f in (*FIGURES, *INTERVALS)},
+                     **_repeat_lists(analysis, cell["cell_id"])})
+    return pd.DataFrame(rows)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def append_rows(root: Path, rows: pd.DataFrame) -> List[Path]:
+    """Appends rows to the store (one new file per machine and sweep); returns the files."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    if rows.empty:
+        return []
+    root = Path(root).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f".append-{uuid.uuid4().hex}"      # dotted: readers skip it
+    first = rows.iloc[0]
+    name = f"{first['date']}-{_safe(first['run_id'])}-{uuid.uuid4().hex[:8]}-{{i}}.parquet"
+    try:
+        ds.write_dataset(pa.Table.from_pandas(rows, preserve_index=False), staging, format="parquet",
+                         partitioning=["machine", "sweep"], partitioning_flavor="hive", basename_template=name)
+        return [_move_in(path, staging, root) for path in sorted(staging.rglob("*.parquet"))]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_in(path: Path, staging: Path, root: Path) -> Path:
+    final = root / path.relative_to(staging)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, final)            # atomic within one file system: whole file or none
+    return final
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))[:60]
+
+
+def append_run(root: Path, run: Path, data=None, analysis=None) -> List[Path]:
+    """Appends an analysed run; analyses it (with its own settings) when not given."""
+    run = Path(run)
+    if analysis is None:
+        from sweeper.analysis.run import analyze_run, run_analysis_config
+
+        if not (run / "trials").is_dir():
+            raise SweeperError(f"{run} is not a run folder (no trials/ in it): give results/<sweep>/<run-id>")
+        data, analysis = analyze_run(run, run_analysis_config(run))
+    rows = rows_of_run(run, data, analysis)
+    if rows.empty:
+        raise SweeperError(f"{run} has no finished trials to append")
+    return append_rows(root, rows)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(root: Path, machine: Optional[str] = None, sweep: Optional[str] = None) -> pd.DataFrame:
+    """Every row of the store (latest copy of each machine/sweep/run/cell), oldest night first."""
+    import pyarrow.dataset as ds
+
+    root = Path(root).expanduser()
+    if not root.is_dir() or not any(root.glob("machine=*/sweep=*/*.parquet")):
+        return pd.DataFrame(columns=[*KEY, "started_at"])
+    dataset = ds.dataset(root, format="parquet", partitioning="hive")
+    expr = None
+    for field, wanted in (("machine", machine), ("sweep", sweep)):
+        if wanted:
+            cond = ds.field(field) == wanted
+            expr = cond if expr is None else expr & cond
+    frame = dataset.to_table(filter=expr).to_pandas()
+    frame = frame.sort_values(["started_at", "appended_at"], kind="stable")
+    return frame.drop_duplicates(KEY, keep="last").reset_index(drop=True)
+
+
+def runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run (a night of a sweep on a machine), oldest first."""
+    if frame.empty:
+        return pd.DataFrame(columns=["machine", "sweep", "run_id", "date", "cells", "repeats"])
+    grouped = frame.groupby(["machine", "sweep", "run_id"], sort=False)
+    out = grouped.agg(date=("date", "first"), started_at=("started_at", "first"), host=("host", "first"),
+                      gpu_name=("gpu_name", "first"), driver=("driver", "first"),
+                      tool_version=("tool_version", "first"), cells=("cell_id", "nunique"),
+                      repeats=("repeats", "sum"), failed=("failed", "sum")).reset_index()
+    return out.sort_values("started_at", kind="stable").reset_index(drop=True)
