@@ -16,6 +16,13 @@ Per cell: the median over its finished repeats of each repeat's figure.
     sweeper_baseline_items_per_second{sweep, run}
     sweeper_baseline_step_seconds{sweep, run, quantile}
     sweeper_cell_repeats{sweep, run, cell_id, cell}
+
+With --history DIR (a history store, docs/history.md), per cell series, its latest night:
+
+    sweeper_history_ratio{machine, sweep, cell_id, cell, metric="throughput"|"p95", run}
+        how many times worse than the cell's last good night (> 1: worse)
+    sweeper_history_alert{machine, sweep, cell_id, cell, metric, run}
+        1 when the night raised an alert (sweeper.history.alerts), else 0
 """
 from __future__ import annotations
 
@@ -127,13 +134,73 @@ def _fill(run: Path, analysis, families) -> None:
                 families["base"].add_metric([sweep, run_id, quantile], value)
 
 
-def serve(path: Path, port: int, host: str = "127.0.0.1"):
+class HistoryCollector:
+    """Per cell, the latest night's ratio to its last good night and whether it alerted: the
+    same assessment as `python -m sweeper.history alerts`, read again when the store changed."""
+
+    def __init__(self, store: Path, settings=None):
+        from sweeper.history.detect import Settings
+
+        self.store, self.settings = Path(store), settings or Settings()
+        self.lock = threading.Lock()
+        self.seen: Optional[tuple] = None
+        self.latest = None
+
+    def _stamp(self) -> tuple:
+        files = list(self.store.glob("machine=*/sweep=*/*.parquet"))
+        return len(files), max((f.stat().st_mtime_ns for f in files), default=0)
+
+    def current(self):
+        """The assessment rows of each series' latest night (a DataFrame), or None."""
+        from sweeper.history import assess, read
+
+        with self.lock:
+            stamp = self._stamp()
+            if stamp != self.seen:
+                frame = read(self.store)
+                assessed = assess(frame, self.settings) if not frame.empty else None
+                self.latest = (assessed.groupby(["machine", "sweep", "cell_id", "metric"], sort=False).tail(1)
+                               if assessed is not None and not assessed.empty else None)
+                self.seen = stamp
+            return self.latest
+
+    def describe(self) -> Iterator:
+        yield from _history_families().values()
+
+    def collect(self) -> Iterator:
+        families = _history_families()
+        try:
+            latest = self.current()
+        except Exception as exc:
+            log.warning("could not read the history store %s: %s: %s", self.store, type(exc).__name__, exc)
+            latest = None
+        for row in (latest.to_dict("records") if latest is not None else []):
+            labels = [row["machine"], row["sweep"], row["cell_id"], row["cell"], row["metric"], row["run_id"]]
+            families["alert"].add_metric(labels, 1.0 if row["alert"] else 0.0)
+            if math.isfinite(row["ratio"]):
+                families["ratio"].add_metric(labels, row["ratio"])
+        yield from families.values()
+
+
+def _history_families():
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["machine", "sweep", "cell_id", "cell", "metric", "run"]
+    return {"ratio": GaugeMetricFamily("sweeper_history_ratio", "Latest night against the cell's last good "
+                                       "night: times worse (> 1: worse)", labels=labels),
+            "alert": GaugeMetricFamily("sweeper_history_alert", "1 when the cell's latest night passed its last "
+                                       "good night by the alert ratio and tested slower", labels=labels)}
+
+
+def serve(path: Path, port: int, host: str = "127.0.0.1", history: Optional[Path] = None):
     """Starts the HTTP server in a thread; returns (server, thread) for shutdown()."""
     from prometheus_client import start_http_server
     from prometheus_client.core import CollectorRegistry
 
     registry = CollectorRegistry()
     registry.register(RunCollector(path))
+    if history is not None:
+        registry.register(HistoryCollector(history))
     return start_http_server(port, addr=host, registry=registry)
 
 
@@ -143,6 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("run_dir", help="a run folder, or a sweep folder (its newest run is served)")
     parser.add_argument("--port", type=int, default=9109)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    parser.add_argument("--history", type=Path, help="also serve the alerts of this history store (results/history)")
     args = parser.parse_args(argv)
     path = Path(args.run_dir)
     if latest_run(path) is None:
@@ -153,7 +221,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError:
         print("error: prometheus_client is not installed: pip install prometheus-client", file=sys.stderr)
         return 2
-    server, _ = serve(path, args.port, args.host)
+    if args.history is not None and not args.history.is_dir():
+        print(f"error: --history {args.history}: no history store there", file=sys.stderr)
+        return 2
+    server, _ = serve(path, args.port, args.host, args.history)
     print(f"serving {path} at http://{args.host}:{args.port}/metrics", flush=True)
     try:
         while True:

@@ -17,7 +17,7 @@ Per (machine, sweep, cell) and per metric (throughput, p95), nights in time orde
 - **Alert** when the night's figure passes the baseline's by `history.alert_ratio` (1.15:
   items/s below baseline / 1.15, or p95 above baseline x 1.15) AND the test says slower; where
   the repeats are too few for the test to ever reach alpha, a change point at that night stands
-  in for it (and the row says so).
+  in for it: a change point between the last good night and this one (the row says so).
 
 The figures are the stored Analysis figures (median over the cell's repeats of each repeat's
 value); nothing here recomputes a throughput.
@@ -113,7 +113,6 @@ def assess_series(nights: pd.DataFrame, metric: str, settings: Settings) -> pd.D
     column, repeats_column, higher = METRICS[metric]
     steps = step_nights(cost_series(nights, metric), settings.step_threshold)
     run_ids = list(nights["run_id"])
-    since = {i: run_ids[i] for i in steps}
     rows, good = [], None         # good: index of the last night that raised no alert
     for i, night in enumerate(nights.to_dict("records")):
         row = {"machine": night["machine"], "sweep": night["sweep"], "cell_id": night["cell_id"],
@@ -122,7 +121,8 @@ def assess_series(nights: pd.DataFrame, metric: str, settings: Settings) -> pd.D
                "baseline_run": "", "baseline_value": math.nan, "ratio": math.nan, "p_value": math.nan,
                "verdict": "", "evidence": "", "alert": False}
         if good is not None:
-            row.update(_against(nights.iloc[good], night, metric, settings, i in since))
+            stepped = any(good < s <= i for s in steps)     # a change point since the last good night
+            row.update(_against(nights.iloc[good], night, metric, settings, stepped))
         rows.append(row)
         usable = night["repeats"] > 0 and math.isfinite(row["value"])
         if usable and not row["alert"]:
@@ -136,14 +136,14 @@ def _since(i: int, steps: Dict[int, int], run_ids: List[str]) -> str:
     return run_ids[max(starts)] if starts else ""
 
 
-def _against(base: pd.Series, night: Dict, metric: str, settings: Settings, step_here: bool) -> Dict:
+def _against(base: pd.Series, night: Dict, metric: str, settings: Settings, stepped: bool) -> Dict:
     column, repeats_column, higher = METRICS[metric]
     comparison = stats.compare_cells(list(base[repeats_column]), list(night[repeats_column]), settings.alpha,
                                      settings.min_effect, higher_is_better=higher)
     ratio = _ratio(float(night[column]), float(base[column]), higher)
     passed = math.isfinite(ratio) and ratio >= settings.alert_ratio
     if comparison.verdict == stats.TOO_FEW:
-        evidence, confirmed = "change point (too few repeats to test)", step_here
+        evidence, confirmed = "change point (too few repeats to test)", stepped
     else:
         evidence, confirmed = "significant", comparison.verdict == stats.SLOWER
     return {"baseline_run": base["run_id"], "baseline_value": float(base[column]), "ratio": ratio,

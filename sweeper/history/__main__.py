@@ -1,0 +1,156 @@
+"""python -m sweeper.history: the runs across nights, each cell's trend, two nights side by side.
+
+    python -m sweeper.history list                       # every run in the store, oldest first
+    python -m sweeper.history trend [--metric p95] [--cell CELL]
+    python -m sweeper.history diff RUN_A RUN_B           # settings, fingerprint, figures
+    python -m sweeper.history alerts                     # regressions of each cell's latest night (exit 1)
+    python -m sweeper.history append RUN_DIR [RUN_DIR ...]   # runs from before the history existed
+    python -m sweeper.history morning [RUN_DIR ...] [--night NIGHT_DIR] --out morning.html
+
+The store is --store (default: results/history, where a sweep with the default
+results_dir appends). RUN names a run by its run id, or SWEEP/RUN when ids repeat.
+Bad arguments: one line on stderr, exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from sweeper.errors import SweeperError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):          # one line, exit 2, as every sweeper error
+        raise SweeperError(f"{message} (python -m sweeper.history --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m sweeper.history", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", default="results/history", help="the history store (default: results/history)")
+    parser.add_argument("--machine", help="only this machine (as `list` names it)")
+    parser.add_argument("--sweep", help="only this sweep")
+    parser.add_argument("--alert-ratio", type=float, default=1.15, help="alert when 1.15x worse (default)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="every run in the store")
+    trend = sub.add_parser("trend", help="each cell's figure over nights, with change points and alerts")
+    trend.add_argument("--metric", choices=("throughput", "p95"), default="throughput")
+    trend.add_argument("--cell", help="a cell id or its label (e.g. 'num_workers=4')")
+    diff = sub.add_parser("diff", help="what differs between two nights: settings, fingerprint, figures")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    sub.add_parser("alerts", help="regressions of each cell's latest night; exit 1 when there are any")
+    append = sub.add_parser("append", help="append finished run folders (results/<sweep>/<run-id>)")
+    append.add_argument("run_dirs", nargs="+", type=Path)
+    morning = sub.add_parser("morning", help="the morning report (HTML) of a night")
+    morning.add_argument("run_dirs", nargs="*", type=Path, help="the night's run folders (default: latest runs)")
+    morning.add_argument("--night", type=Path, help="an overnight suite's night folder (its manifest)")
+    morning.add_argument("--out", type=Path, default=Path("morning.html"))
+    return parser
+
+
+def _settings(args):
+    from sweeper.history.detect import Settings
+
+    if not args.alert_ratio > 1:
+        raise SweeperError(f"--alert-ratio must be above 1 (e.g. 1.15), got {args.alert_ratio}")
+    return Settings(alert_ratio=args.alert_ratio)
+
+
+def _frame(args):
+    from sweeper.history.store import read
+
+    store = Path(args.store).expanduser()
+    if not store.is_dir():
+        raise SweeperError(f"--store {store}: no history store there (a sweep appends to <results_dir>/history; "
+                           f"or: python -m sweeper.history append RUN_DIR)")
+    frame = read(store, args.machine, args.sweep)
+    if frame.empty:
+        raise SweeperError(f"--store {store} holds no runs" + (" that match --machine/--sweep"
+                                                              if args.machine or args.sweep else ""))
+    return frame
+
+
+def _print(table, title: str = "") -> None:
+    from sweeper.analysis.text import text_table
+
+    header, rows = table
+    if title:
+        print(title)
+    print(text_table(header, rows) if rows else "  (none)")
+
+
+def cmd_list(args) -> int:
+    from sweeper.history import store, views
+
+    _print(views.runs_table(store.runs(_frame(args))))
+    return 0
+
+
+def cmd_trend(args) -> int:
+    from sweeper.history import detect, views
+
+    frame = _frame(args)
+    if args.cell:
+        frame = frame[(frame["cell_id"] == args.cell) | (frame["cell"] == args.cell)]
+        if frame.empty:
+            raise SweeperError(f"--cell {args.cell!r}: no such cell id or label in the store; see `trend`")
+    _print(views.trend_table(detect.assess(frame, _settings(args), [args.metric]), args.metric))
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from sweeper.history import views
+
+    frame = _frame(args)
+    a, b = views.find_run(frame, args.run_a), views.find_run(frame, args.run_b)
+    _print(views.settings_changes(a, b), f"settings ({args.run_a} -> {args.run_b}):")
+    _print(views.fingerprint_changes(a, b), "\nfingerprint:")
+    _print(views.figures_changes(a, b), "\nfigures (median over each cell's repeats):")
+    return 0
+
+
+def cmd_alerts(args) -> int:
+    from sweeper.history import alerts, views
+
+    _frame(args)                                     # the store's errors first
+    found = alerts(Path(args.store), None, _settings(args), args.machine, args.sweep)
+    _print(views.alerts_table(found), f"{len(found)} regression(s) on each cell's latest night:")
+    return 1 if found else 0
+
+
+def cmd_append(args) -> int:
+    from sweeper.history.store import append_run
+
+    for run in args.run_dirs:
+        files = append_run(Path(args.store), run)
+        print(f"appended {run} ({len(files)} file(s)) to {args.store}")
+    return 0
+
+
+def cmd_morning(args) -> int:
+    from sweeper.history.morning import write_morning
+
+    path = write_morning(Path(args.store), args.out, run_dirs=args.run_dirs, night=args.night,
+                         settings=_settings(args))
+    print(f"morning report: {path}")
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "trend": cmd_trend, "diff": cmd_diff, "alerts": cmd_alerts,
+            "append": cmd_append, "morning": cmd_morning}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
