@@ -15,9 +15,11 @@ Per (machine, sweep, cell) and per metric (throughput, p95), nights in time orde
   earlier night that raised no alert, with the analysis' exact Mann-Whitney test
   (`sweeper.analysis.stats.compare_cells`: alpha and minimum effect from `analysis.*`).
 - **Alert** when the night's figure passes the baseline's by `history.alert_ratio` (1.15:
-  items/s below baseline / 1.15, or p95 above baseline x 1.15) AND the test says slower; where
-  the repeats are too few for the test to ever reach alpha, a change point at that night stands
-  in for it: a change point between the last good night and this one (the row says so).
+  items/s below baseline / 1.15, or p95 above baseline x 1.15) AND there is evidence: the test
+  says slower, or asv puts a change point between the last good night and this one (a level
+  shift in the nightly figures, which the per-repeat test misses when each repeat's p95 over
+  few steps is noisy, or when the repeats are too few to ever reach alpha). `evidence` names it.
+  A night that passes the ratio is never the next baseline, alert or not.
 
 The figures are the stored Analysis figures (median over the cell's repeats of each repeat's
 value); nothing here recomputes a throughput.
@@ -63,7 +65,7 @@ class Alert:
     p_value: float
     verdict: str
     since: str             # the run where the change point puts the step ("" if none)
-    evidence: str          # "significant" or "change point (too few repeats to test)"
+    evidence: str          # "significant", "change point" or "significant + change point"
 
     def line(self) -> str:
         what = "items/s" if self.metric == "throughput" else "p95 step time"
@@ -119,14 +121,13 @@ def assess_series(nights: pd.DataFrame, metric: str, settings: Settings) -> pd.D
                "cell": night["cell"], "run_id": night["run_id"], "date": night["date"], "metric": metric,
                "value": float(night[column]), "step": i in steps, "since": _since(i, steps, run_ids),
                "baseline_run": "", "baseline_value": math.nan, "ratio": math.nan, "p_value": math.nan,
-               "verdict": "", "evidence": "", "alert": False}
+               "verdict": "", "evidence": "", "passed": False, "alert": False}
         if good is not None:
             stepped = any(good < s <= i for s in steps)     # a change point since the last good night
             row.update(_against(nights.iloc[good], night, metric, settings, stepped))
         rows.append(row)
-        usable = night["repeats"] > 0 and math.isfinite(row["value"])
-        if usable and not row["alert"]:
-            good = i
+        if night["repeats"] > 0 and math.isfinite(row["value"]) and not row["passed"]:
+            good = i          # within the ratio of the last good night: the next baseline
     return pd.DataFrame(rows)
 
 
@@ -142,13 +143,11 @@ def _against(base: pd.Series, night: Dict, metric: str, settings: Settings, step
                                      settings.min_effect, higher_is_better=higher)
     ratio = _ratio(float(night[column]), float(base[column]), higher)
     passed = math.isfinite(ratio) and ratio >= settings.alert_ratio
-    if comparison.verdict == stats.TOO_FEW:
-        evidence, confirmed = "change point (too few repeats to test)", stepped
-    else:
-        evidence, confirmed = "significant", comparison.verdict == stats.SLOWER
+    evidence = " + ".join(e for e, found in (("significant", comparison.verdict == stats.SLOWER),
+                                              ("change point", stepped)) if found)
     return {"baseline_run": base["run_id"], "baseline_value": float(base[column]), "ratio": ratio,
-            "p_value": comparison.p_value, "verdict": comparison.verdict,
-            "evidence": evidence if passed and confirmed else "", "alert": bool(passed and confirmed)}
+            "p_value": comparison.p_value, "verdict": comparison.verdict, "passed": passed,
+            "evidence": evidence if passed else "", "alert": bool(passed and evidence)}
 
 
 def assess(frame: pd.DataFrame, settings: Settings = Settings(),

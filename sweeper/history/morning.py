@@ -70,7 +70,7 @@ def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
 # --------------------------------------------------------------------------- figures
 
 
-def trend_png(series: pd.DataFrame, assessed: pd.DataFrame, title: str) -> bytes:
+def trend_png(series: pd.DataFrame, assessed: pd.DataFrame) -> bytes:
     """items/s and p95 (ms) of one cell over nights; alerted nights in red, change points dashed."""
     from matplotlib.figure import Figure
 
@@ -88,9 +88,9 @@ def trend_png(series: pd.DataFrame, assessed: pd.DataFrame, title: str) -> bytes
             if r in mine.index and mine.loc[r, "step"]:
                 ax.axvline(i - 0.5, color="#d7301f", linestyle="--", linewidth=1)
         ax.set_xticks(x, list(series["date"]), rotation=45, fontsize=7, ha="right")
+        ax.set_ylim(bottom=0)              # from zero: a night's noise looks as small as it is
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=10)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, metadata={"Software": None})
     return buffer.getvalue()
@@ -170,7 +170,8 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
     parts += ["<h2>Trends per cell</h2>"]
     for (machine, sweep, cell_id), series in history.sort_values("started_at").groupby(["machine", "sweep", "cell_id"]):
         label = f"{sweep}: {series['cell'].iloc[-1]} ({cell_id}) on {machine}"
-        parts.append(_img(trend_png(series, assessed[assessed["cell_id"] == cell_id], label), label))
+        mine = assessed[(assessed["machine"] == machine) & (assessed["sweep"] == sweep) & (assessed["cell_id"] == cell_id)]
+        parts.append(_img(trend_png(series, mine), label))
     parts += ["<h2>What changed since the night before</h2>"] + _changes(frame, tonight)
     parts += _section(f"Skipped ({len(night.skipped)})", _outliers_table(night.skipped), "Nothing was skipped.")
     notes = night.notes + _run_notes(tonight)

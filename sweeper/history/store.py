@@ -33,8 +33,11 @@ import pandas as pd
 
 from sweeper.errors import SweeperError
 
-# what names a machine: the fingerprint's GPU model and UUIDs, the host, the driver
+# what each row is keyed by: the fingerprint's host, GPU model and UUIDs, and driver
 MACHINE_KEYS = ("host", "gpu_name", "gpu_uuids", "driver")
+# what makes a series: the hardware. The driver is a column of every row, not part of the series:
+# a driver update is a change the history must catch, so it cannot start a new series.
+HARDWARE_KEYS = ("host", "gpu_name", "gpu_uuids")
 FIGURES = ("items_per_s", "p50", "p95")
 INTERVALS = tuple(f"{f}{end}" for f in FIGURES for end in ("_low", "_high"))
 REPEAT_LISTS = {f"repeat_{f}": f for f in FIGURES}        # history column -> repeat-table column
@@ -53,7 +56,8 @@ def default_dir(results_dir: str) -> Path:
 
 def machine_of(records: Iterable[Dict[str, Any]]) -> Dict[str, str]:
     """The machine the run's trials ran on: its hosts, GPU model(s), GPU UUIDs and driver(s), as
-    text, with a short id over them. Several hosts (a Ray cluster) or GPUs make one machine."""
+    text, and `machine`: the host with a short id over its hardware (not the driver). Several
+    hosts (a Ray cluster) or GPUs make one machine."""
     seen: Dict[str, set] = {k: set() for k in MACHINE_KEYS}
     for record in records:
         fp = record.get("fingerprint") or {}
@@ -63,7 +67,8 @@ def machine_of(records: Iterable[Dict[str, Any]]) -> Dict[str, str]:
                 if v:
                     seen[key].add(str(v))
     fields = {k: ",".join(sorted(v)) for k, v in seen.items()}
-    digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+    hardware = {k: fields[k] for k in HARDWARE_KEYS}
+    digest = hashlib.sha1(json.dumps(hardware, sort_keys=True).encode()).hexdigest()[:10]
     fields["machine"] = f"{fields['host'] or 'unknown'}-{digest}"
     return fields
 
