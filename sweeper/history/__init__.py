@@ -19,10 +19,18 @@ __all__ = ["Alert", "Settings", "alerts", "append_run", "assess", "default_dir",
            "settings_of"]
 
 
+NIGHT_MANIFEST = "night.json"     # an overnight suite's night folder holds it (sweeper/overnight.py)
+
+
 def history_dir(root: Dict[str, Any]) -> Path:
-    """The store of a root config (a resolved dict): history.dir, else <results_dir>/history."""
+    """The store of a root config (a resolved dict): history.dir, else <results_dir>/history; when
+    results_dir is an overnight suite's night folder (results/overnight/<stamp>, with night.json),
+    the store beside the nights (results/overnight/history), so that every night appends to one."""
     configured = (root.get("history") or {}).get("dir")
-    return Path(configured).expanduser() if configured else default_dir(root.get("results_dir") or "results")
+    if configured:
+        return Path(configured).expanduser()
+    results = Path(root.get("results_dir") or "results").expanduser()
+    return default_dir(str(results.parent)) if (results / NIGHT_MANIFEST).exists() else default_dir(str(results))
 
 
 def settings_of(root: Dict[str, Any]) -> Settings:

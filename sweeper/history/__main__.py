@@ -29,7 +29,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m sweeper.history", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", default="results/history", help="the history store (default: results/history)")
+    parser.add_argument("--store", default=None, help="the history store (default: results/history; with "
+                        "morning --night, the store that night's sweeps appended to)")
     parser.add_argument("--machine", help="only this machine (as `list` names it)")
     parser.add_argument("--sweep", help="only this sweep")
     parser.add_argument("--alert-ratio", type=float, default=1.15, help="alert when 1.15x worse (default)")
@@ -59,10 +60,25 @@ def _settings(args):
     return Settings(alert_ratio=args.alert_ratio)
 
 
+def _store(args) -> Path:
+    if args.store:
+        return Path(args.store).expanduser()
+    if getattr(args, "night", None):
+        import json
+
+        from sweeper.history import NIGHT_MANIFEST
+        from sweeper.history.overnight import store_of
+
+        path = args.night / NIGHT_MANIFEST
+        if path.exists():
+            return store_of(args.night, json.loads(path.read_text()))
+    return Path("results/history")
+
+
 def _frame(args):
     from sweeper.history.store import read
 
-    store = Path(args.store).expanduser()
+    store = _store(args)
     if not store.is_dir():
         raise SweeperError(f"--store {store}: no history store there (a sweep appends to <results_dir>/history; "
                            f"or: python -m sweeper.history append RUN_DIR)")
@@ -116,7 +132,7 @@ def cmd_alerts(args) -> int:
     from sweeper.history import alerts, views
 
     _frame(args)                                     # the store's errors first
-    found = alerts(Path(args.store), None, _settings(args), args.machine, args.sweep)
+    found = alerts(_store(args), None, _settings(args), args.machine, args.sweep)
     _print(views.alerts_table(found), f"{len(found)} regression(s) on each cell's latest night:")
     return 1 if found else 0
 
@@ -125,15 +141,15 @@ def cmd_append(args) -> int:
     from sweeper.history.store import append_run
 
     for run in args.run_dirs:
-        files = append_run(Path(args.store), run)
-        print(f"appended {run} ({len(files)} file(s)) to {args.store}")
+        files = append_run(_store(args), run)
+        print(f"appended {run} ({len(files)} file(s)) to {_store(args)}")
     return 0
 
 
 def cmd_morning(args) -> int:
     from sweeper.history.morning import write_morning
 
-    path = write_morning(Path(args.store), args.out, run_dirs=args.run_dirs, night=args.night,
+    path = write_morning(_store(args), args.out, run_dirs=args.run_dirs, night=args.night,
                          settings=_settings(args))
     print(f"morning report: {path}")
     return 0

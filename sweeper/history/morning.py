@@ -8,7 +8,7 @@ CUDA, torch, package versions; settings); what the suite skipped; notes (W&B ale
 skipped, parts of the night that were not there).
 
 The night is a list of run folders, or an overnight suite's night folder, whose manifest
-names its runs, what it skipped and the fleet's outliers (docs/overnight.md).
+names its runs, what it skipped and the fleet's outliers (night.json, docs/overnight.md).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from sweeper.errors import SweeperError
 from sweeper.history import detect, store, views
 from sweeper.report.html import STYLE, table
 
-MANIFEST = "manifest.json"
 
 
 @dataclass
@@ -40,18 +39,53 @@ class Night:
     title: str = ""
 
 
-def read_night(folder: Path) -> Night:
-    """A night folder's manifest.json: its runs, skipped entries and fleet outliers."""
-    path = Path(folder) / MANIFEST
-    if not path.exists():
-        raise SweeperError(f"--night {folder}: no {MANIFEST} in it (an overnight suite's night folder holds one)")
-    manifest = json.loads(path.read_text())
-    runs = [Path(r if isinstance(r, str) else r.get("run_dir") or r.get("path")) for r in manifest.get("runs", [])]
-    night = Night([r for r in runs if r], list(manifest.get("skipped") or []), list(manifest.get("outliers") or []),
-                  title=str(manifest.get("night") or Path(folder).name))
-    if "outliers" not in manifest:
-        night.notes.append("the night's manifest holds no fleet comparison: no outlier GPUs or nodes to show")
+def read_night(folder: Path, manifest: Optional[Dict[str, Any]] = None) -> Night:
+    """An overnight suite's night folder (its night.json, or the `manifest` given): the runs of
+    its sweeps, what it skipped, and the fleet's outlier GPUs or nodes where it compared them."""
+    from sweeper.history import NIGHT_MANIFEST
+    from sweeper.history.overnight import night_runs
+
+    path = Path(folder) / NIGHT_MANIFEST
+    if manifest is None:
+        if not path.exists():
+            raise SweeperError(f"--night {folder}: no {NIGHT_MANIFEST} in it (an overnight suite's night folder "
+                               f"holds one; results/overnight/<stamp>)")
+        manifest = json.loads(path.read_text())
+    night = Night(night_runs(Path(folder), manifest), _skipped(manifest), _outliers(manifest),
+                  title=f"{manifest.get('suite') or 'night'} {manifest.get('night') or Path(folder).name}")
+    if not any("outlier" in k or "fleet" in k for k in manifest):
+        night.notes.append("the night's manifest holds no fleet comparison (resources.every_device=false, or a "
+                           "suite without it): no outlier GPUs or nodes to show")
+    if manifest.get("alerts_error"):
+        night.notes.append(f"the suite's regression check failed: {manifest['alerts_error']}")
     return night
+
+
+def _skipped(manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One row per sweep not started and per sweep whose trials were cut by the budget."""
+    rows = [{"sweep": s["name"], "skipped": "the whole sweep (the budget ran out first)"}
+            for s in manifest.get("sweeps", []) if s.get("status") == "skipped"]
+    planned = set(manifest.get("sweeps_planned") or [])
+    rows += [{"sweep": name, "skipped": "the whole sweep (the suite stopped first)"}
+             for name in sorted(planned - {s["name"] for s in manifest.get("sweeps", [])})]
+    for s in manifest.get("sweeps", []):
+        for trial in s.get("skipped_trials") or []:
+            rows.append({"sweep": s["name"], "skipped": _trial_text(trial)})
+    return rows
+
+
+def _trial_text(trial: Any) -> str:
+    if isinstance(trial, dict):
+        what = trial.get("trial_id") or trial.get("cell") or ""
+        overrides = " ".join(map(str, trial.get("overrides") or []))
+        return f"trial {what} {overrides}".strip()
+    return f"trial {trial}"
+
+
+def _outliers(manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
+    fleet = manifest.get("fleet") or {}
+    found = manifest.get("outliers") or (fleet.get("outliers") if isinstance(fleet, dict) else None) or []
+    return [o if isinstance(o, dict) else {"outlier": str(o)} for o in found]
 
 
 def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
@@ -108,7 +142,7 @@ def _section(title: str, tbl, empty: str) -> List[str]:
     return [f"<h2>{escape(title)}</h2>"] + (table(tbl) if tbl[1] else [f"<p>{escape(empty)}</p>"])
 
 
-def _outliers_table(outliers: Sequence[Dict[str, Any]]):
+def _dicts_table(outliers: Sequence[Dict[str, Any]]):
     keys = list(dict.fromkeys(k for o in outliers for k in o))
     return keys, [[_cell_text(o.get(k)) for k in keys] for o in outliers]
 
@@ -165,7 +199,7 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
               f"change points: asv step_detect</li>", "</ul>"]
     parts += _section(f"Regressions ({len(found)})", views.alerts_table(found),
                       "No cell regressed against its last good night.")
-    parts += _section(f"Outlier GPUs and nodes ({len(night.outliers)})", _outliers_table(night.outliers),
+    parts += _section(f"Outlier GPUs and nodes ({len(night.outliers)})", _dicts_table(night.outliers),
                       "No GPU or node was flagged slower than its peers.")
     parts += ["<h2>Trends per cell</h2>"]
     for (machine, sweep, cell_id), series in history.sort_values("started_at").groupby(["machine", "sweep", "cell_id"]):
@@ -173,7 +207,7 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
         mine = assessed[(assessed["machine"] == machine) & (assessed["sweep"] == sweep) & (assessed["cell_id"] == cell_id)]
         parts.append(_img(trend_png(series, mine), label))
     parts += ["<h2>What changed since the night before</h2>"] + _changes(frame, tonight)
-    parts += _section(f"Skipped ({len(night.skipped)})", _outliers_table(night.skipped), "Nothing was skipped.")
+    parts += _section(f"Skipped ({len(night.skipped)})", _dicts_table(night.skipped), "Nothing was skipped.")
     notes = night.notes + _run_notes(tonight)
     if notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in notes] + ["</ul>"]
@@ -181,11 +215,11 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
 
 
 def write_morning(store_dir: Path, out: Path, run_dirs: Sequence[Path] = (), night: Optional[Path] = None,
-                  settings: detect.Settings = detect.Settings()) -> Path:
+                  settings: detect.Settings = detect.Settings(), manifest: Optional[Dict[str, Any]] = None) -> Path:
     """Writes the morning report of the night (a night folder, run folders, or the latest runs)."""
     from sweeper.results import write_bytes_atomic
 
-    the_night = read_night(night) if night else Night(list(run_dirs))
+    the_night = read_night(night, manifest) if night else Night(list(run_dirs))
     frame = store.read(store_dir)
     if frame.empty:
         raise SweeperError(f"--store {store_dir} holds no runs: nothing to report")
