@@ -196,3 +196,24 @@ def test_morning_report_opens_in_chromium(shifted, tmp_path):
     assert "<h2>Regressions (4)</h2>" in page and page.count("night02") >= 4
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 2     # one trend per cell
     assert "single night05 against night04: no fingerprint changed." in page
+
+
+def test_sweep_end_publisher_on_a_regressed_night_notes_skipped_wandb_alert_and_feeds_the_wandb_report(shifted):
+    """The publisher as the driver calls it, on the last slow night: the alerts beside the run,
+    the W&B alert skipped offline (a note), and the W&B report's block across nights."""
+    wr = pytest.importorskip("wandb_workspaces.reports.v2")
+    from sweeper.analysis.run import analyze_run, run_analysis_config
+    from sweeper.publishers import wandb_report
+
+    store, folder = shifted
+    run = folder / f"night{NIGHTS - 1:02d}"
+    data, analysis = analyze_run(run, run_analysis_config(run))
+    root = {"results_dir": str(folder.parent), "history": {"dir": str(store)},
+            "wandb": {"enabled": True, "mode": "offline", "project": "p", "entity": "e"}}
+    history_sink.on_sweep_end(run, data, analysis, root)
+    written = json.loads((run / history_sink.ALERTS_FILE).read_text())
+    assert len(written["alerts"]) == 4 and {a["since"] for a in written["alerts"]} == {f"night{SHIFT_NIGHT:02d}"}
+    assert written["notes"] == ["W&B alert skipped: wandb.mode=offline (an alert needs a live online run)"]
+    report = wandb_report.build_report(data, analysis, {"entity": "e", "project": "p"})
+    titles = [b.text for b in report.blocks if isinstance(b, wr.H2)]
+    assert "Regressions across nights (4)" in titles

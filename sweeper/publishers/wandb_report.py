@@ -18,7 +18,8 @@ judged; the verdict table as a panel of the summary run's `verdicts` Table; thro
 cell (bar, median over repeats: the analysis' cell figure), step time per step grouped by
 cell (lines), a parallel-coordinates plot over the swept axes ending in throughput, the
 mean time per step of each phase per cell, peak memory against throughput (scatter), and a
-run comparer. The trial run set selects exactly this sweep's trial runs: W&B group = the
+run comparer; and, when the history found any, the run's regressions across nights
+(history_alerts.json). The trial run set selects exactly this sweep's trial runs: W&B group = the
 sweep's run id, config `sweep` = its name, job type = its workloads' names (the summary
 run's job type is "summary"); cells are the config key `cell_id`.
 """
@@ -114,6 +115,7 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     ]
     if analysis.notes:
         blocks.append(wr.MarkdownBlock("\n".join(f"- {note}" for note in analysis.notes)))
+    blocks += across_nights(wr, Path(data.path))
     blocks += [
         wr.H2("Verdict table"),
         wr.PanelGrid(runsets=[summary], panels=[
@@ -128,6 +130,23 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     return wr.Report(entity=cfg["entity"] or "", project=cfg["project"], title=title,
                      description=f"sweeper run {run_id}: {len(records)} trial(s), metric {analysis.metric}",
                      blocks=blocks)   # width: the default; 0.4.13 does not read it back (_from_model)
+
+
+def across_nights(wr, run: Path) -> list:
+    """The run's regressions against earlier nights (written by the history publisher), if any."""
+    import json
+
+    from sweeper.publishers.history_sink import ALERTS_FILE
+
+    path = run / ALERTS_FILE
+    found = json.loads(path.read_text()).get("alerts", []) if path.exists() else []
+    if not found:
+        return []
+    from sweeper.history.detect import Alert
+
+    lines = [f"- {Alert(**a).line()}" for a in found]
+    return [wr.H2(f"Regressions across nights ({len(found)})"), wr.MarkdownBlock("\n".join(lines)),
+            wr.P("python -m sweeper.history trend shows each cell over nights; the morning report has the plots.")]
 
 
 def spec_json(report) -> str:
