@@ -175,6 +175,14 @@ def test_prometheus_gauges_per_cell(shifted):
     assert len(ratios) == 2 and all(r > 1.15 for r in ratios)
 
 
+def test_exporter_refuses_a_missing_history_store(real, tmp_path, capsys):
+    from sweeper.exporters.prometheus import main
+
+    run, _ = real
+    assert main([str(run), "--history", str(tmp_path / "none")]) == 2
+    assert "--history" in capsys.readouterr().err
+
+
 def test_wandb_alert_is_skipped_offline_with_a_note():
     found = [detect.Alert("m", "s", "c", "cell", "p95", "r", "d", 2.0, "b", 1.0, 2.0, 0.01, "slower", "r", "significant")]
     note = history_sink.wandb_alert(found, {"wandb": {"enabled": True, "mode": "offline"}})
