@@ -89,10 +89,33 @@ def cost_series(nights: pd.DataFrame, metric: str) -> List[float]:
     return [float(v) if math.isfinite(v) else math.nan for v in values]
 
 
+_ASV = "_sweeper_asv"     # asv's folder under a private package name (see _step_detect)
+
+
+def _step_detect():
+    """asv's step_detect module, without running asv's package __init__: that loads every asv
+    plugin (environment managers, ...), 0.8 s at each sweep's end for one pure module that
+    needs only the standard library and its own C helper (_rangemedian, found in the same folder)."""
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if _ASV not in sys.modules:
+        spec = importlib.util.find_spec("asv")           # finds the package; runs none of it
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("asv is not installed: pip install 'asv>=0.6.6,<0.7'")
+        package = types.ModuleType(_ASV)
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules[_ASV] = package
+    return importlib.import_module(f"{_ASV}.step_detect")
+
+
 def step_nights(costs: Sequence[float], threshold: float) -> Dict[int, int]:
     """{index of the night a regression step starts: index of the last night before it}, by
     asv.step_detect over the whole series (NaN nights are skipped)."""
-    from asv.step_detect import detect_regressions, detect_steps
+    asv = _step_detect()
+    detect_regressions, detect_steps = asv.detect_regressions, asv.detect_steps
 
     if sum(1 for c in costs if c == c) < 3:
         return {}

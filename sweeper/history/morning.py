@@ -195,8 +195,8 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
     parts += [f"<li>{escape(f'{r.sweep} {r.run_id} on {r.machine} ({r.date}): {r.cells} cell(s), {int(r.repeats)} repeats, {int(r.failed)} failed')}</li>"
               for r in store.runs(tonight).itertuples()]
     parts += [f"<li>alert when a cell is {settings.alert_ratio:g}x worse than its last good night "
-              f"(items/s or p95) and the Mann-Whitney test says slower (alpha {settings.alpha:g}); "
-              f"change points: asv step_detect</li>", "</ul>"]
+              f"(items/s or p95) and either the Mann-Whitney test over its repeats says slower (alpha "
+              f"{settings.alpha:g}) or asv's step_detect puts a change point since that night</li>", "</ul>"]
     parts += _section(f"Regressions ({len(found)})", views.alerts_table(found),
                       "No cell regressed against its last good night.")
     parts += _section(f"Outlier GPUs and nodes ({len(night.outliers)})", _dicts_table(night.outliers),
