@@ -149,13 +149,14 @@ def test_cli_bad_arguments_are_one_line_and_exit_2(shifted, tmp_path, capsys, ar
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
 
 
-def test_append_of_an_old_run_from_the_shell_and_twice_is_once(real, tmp_path):
+def test_append_of_an_old_run_from_the_shell_and_twice_is_once(real, tmp_path, capsys):
     run, _ = real
     store = tmp_path / "store"
-    for _ in range(2):
-        result = subprocess.run([sys.executable, "-m", "sweeper.history", "--store", str(store), "append", str(run)],
-                                cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, result.stderr
+    result = subprocess.run([sys.executable, "-m", "sweeper.history", "--store", str(store), "append", str(run)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith(f"appended {run} (1 file(s))"), result.stderr
+    code, _, _ = run_cli(capsys, "--store", str(store), "append", str(run))          # again, in-process
+    assert code == 0
     assert len(list(store.rglob("*.parquet"))) == 2 and len(read(store)) == 2    # two files, one run
 
 
