@@ -77,7 +77,15 @@ def describe_holder(text: str) -> str:
 def holder_info(started: float) -> Dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+            "command": shlex.join([*_program(), *sys.argv[1:]])}
+
+
+def _program() -> List[str]:
+    """How this process was started, as a person would type it."""
+    first = Path(sys.argv[0])
+    if first.name == "__main__.py":          # python -m <package>
+        return ["python", "-m", first.parent.name]
+    return [first.name]
 
 
 # -- one sweep of the suite -------------------------------------------------------------

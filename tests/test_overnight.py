@@ -112,7 +112,7 @@ def test_adaptive_repeats_stop_a_quiet_cell_early_and_run_a_noisy_one_to_its_max
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     run = next((tmp_path / "results" / "toy_adaptive").iterdir())
-    cells = pd.read_parquet(run / "cells.parquet").set_index("swing")
+    cells = pd.read_parquet(run / "cells.parquet").set_index("workload.params.swing")
     quiet, noisy = cells.loc[1], cells.loc[3]
     assert quiet["repeats"] == 3 and quiet["items_per_s_rel_halfwidth"] <= 0.25
     assert noisy["repeats"] == 8 and noisy["items_per_s_rel_halfwidth"] > 0.25   # baseline: 6 planned, +2
@@ -169,7 +169,13 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env)
     slow = None
     try:
-        wait_for_nodes(address, 1, env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:          # the head's GCS answers: the second node may join
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
         # the same workload and settings on both nodes; this node's trials sleep 3x as long
         slow = _ray_node([f"--address={address}"], {**env, "SWEEPER_TEST_SLOWDOWN": "3"})
         wait_for_nodes(address, 2, env)
