@@ -61,6 +61,11 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
     if jobs and jobs[0].config.overnight.sweeps:
         from sweeper.overnight import run_suite
 
+        if len(jobs) > 1:
+            print(f"error: overnight.sweeps: a suite takes single values on its command line, not a grid "
+                  f"({len(jobs)} jobs); put the axes into a sweep's file (conf/sweep/NAME.yaml)", file=sys.stderr)
+            _drop_if_empty(fresh)
+            return exitcodes.USAGE
         return run_suite(jobs[0], fresh)
     try:
         root = jobs[0].config

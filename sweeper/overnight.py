@@ -247,8 +247,8 @@ def _raise_interrupt(signum, frame):
 def _dry_run(job, night: Path) -> int:
     """Each sweep's own dry run, in turn; no lock, nothing launched."""
     root, code = job.config, exitcodes.OK
-    print(f"dry run of suite '{root.sweep.name}': sweeps {', '.join(root.overnight.sweeps)}; "
-          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}", flush=True)
+    print(f"dry run: the suite of sweep '{root.sweep.name}' runs {', '.join(root.overnight.sweeps)} in turn; "
+          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}; nothing launched", flush=True)
     for name in root.overnight.sweeps:
         code = max(code, run_one(name, sweep_command(name, night, root.run_id, root, job.overrides)))
     return code

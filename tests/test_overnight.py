@@ -200,3 +200,17 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     assert list(flagged["node"]) == list(slow_node) and flagged["ratio"].iloc[0] < 0.5
     assert fleet["sm_clock_mhz"].isna().all()                           # a CPU fleet: no clocks, NaN
     assert "OUTLIER" in done.stdout and "fleet: each device against its peers" in done.stdout
+
+
+def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
+    cmd, env = sweeper_cmd(tmp_path, "+sweep=overnight", "dry_run=true", "data.num_workers=2")
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    heads = [line for line in done.stdout.splitlines() if line.startswith("dry run: ")]
+    assert heads[0].startswith("dry run: the suite of sweep 'overnight' runs dataloader, train_step in turn")
+    loader, step = heads[1:]
+    # the suite's adaptive repeats reach each sweep (3 to start, the baseline 6), and so do the
+    # user's overrides: data.num_workers=2 replaces the loader's four values (2 x 2 cells)
+    assert "15 trial(s) of sweep 'dataloader'" in loader
+    assert "21 trial(s) of sweep 'train_step'" in step
+    assert "adaptive.enabled=True" in done.stdout and not (tmp_path / "overnight.lock").exists()
