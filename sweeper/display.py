@@ -121,4 +121,9 @@ def verdicts_text(analysis) -> str:
     lines += [f"  {line}" for line in format_recommendation(analysis.recommendation)]
     if analysis.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
+    header, rows = tables.fleet(analysis)
+    if rows:
+        numeric = {i for i, h in enumerate(header) if h not in ("cell", "device", "node", "verdict", "outlier")}
+        lines += ["", "fleet: each device against its peers (significantly slower and beyond the minimum "
+                  "effect: OUTLIER):", text_table(header, rows, numeric)]
     return "\n".join(lines)

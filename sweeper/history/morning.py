@@ -27,6 +27,8 @@ from sweeper.errors import SweeperError
 from sweeper.history import detect, store, views
 from sweeper.report.html import STYLE, table
 
+FLEET_FILE = "fleet.parquet"      # written by sweeper/publishers/cells_files.py on every_device runs
+
 
 
 @dataclass
@@ -51,11 +53,12 @@ def read_night(folder: Path, manifest: Optional[Dict[str, Any]] = None) -> Night
             raise SweeperError(f"--night {folder}: no {NIGHT_MANIFEST} in it (an overnight suite's night folder "
                                f"holds one; results/overnight/<stamp>)")
         manifest = json.loads(path.read_text())
-    night = Night(night_runs(Path(folder), manifest), _skipped(manifest), _outliers(manifest),
+    runs = night_runs(Path(folder), manifest)
+    night = Night(runs, _skipped(manifest), fleet_outliers(runs),
                   title=f"{manifest.get('suite') or 'night'} {manifest.get('night') or Path(folder).name}")
-    if not any("outlier" in k or "fleet" in k for k in manifest):
-        night.notes.append("the night's manifest holds no fleet comparison (resources.every_device=false, or a "
-                           "suite without it): no outlier GPUs or nodes to show")
+    if not any((run / FLEET_FILE).exists() for run in runs):
+        night.notes.append("no sweep of the night compared its devices (resources.every_device=true does): "
+                           "no outlier GPUs or nodes to show")
     if manifest.get("alerts_error"):
         night.notes.append(f"the suite's regression check failed: {manifest['alerts_error']}")
     return night
@@ -82,10 +85,19 @@ def _trial_text(trial: Any) -> str:
     return f"trial {trial}"
 
 
-def _outliers(manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
-    fleet = manifest.get("fleet") or {}
-    found = manifest.get("outliers") or (fleet.get("outliers") if isinstance(fleet, dict) else None) or []
-    return [o if isinstance(o, dict) else {"outlier": str(o)} for o in found]
+def fleet_outliers(runs: Sequence[Path]) -> List[Dict[str, Any]]:
+    """The devices the Analysis flagged slower than their peers (each run's fleet.parquet, the
+    analysis' fleet table as cells_files writes it), with their clocks, temperature and power."""
+    rows = []
+    for run in runs:
+        path = Path(run) / FLEET_FILE
+        if not path.exists():
+            continue
+        fleet = pd.read_parquet(path)
+        flagged = fleet[fleet["outlier"].astype(bool)] if "outlier" in fleet else fleet.iloc[0:0]
+        for row in flagged.to_dict("records"):
+            rows.append({"sweep": Path(run).parent.name, **{k: v for k, v in row.items() if k != "outlier"}})
+    return rows
 
 
 def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:

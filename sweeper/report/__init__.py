@@ -42,6 +42,7 @@ class Report:
     statistics: Any
     failures: Any
     figures: List[FigureOut]
+    fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
 
 
 def build(run: Path, data, analysis) -> Report:
@@ -61,7 +62,7 @@ def build(run: Path, data, analysis) -> Report:
                   verdicts=tables.verdicts(analysis), noise_floor=tables.noise_floor(analysis),
                   recommendation=format_recommendation(analysis.recommendation), notes=analysis.notes,
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
-                  figures=figs)
+                  figures=figs, fleet=tables.fleet(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:
