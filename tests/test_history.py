@@ -226,3 +226,59 @@ def test_sweep_end_publisher_on_a_regressed_night_notes_skipped_wandb_alert_and_
     report = wandb_report.build_report(data, analysis, {"entity": "e", "project": "p"})
     titles = [b.text for b in report.blocks if isinstance(b, wr.H2)]
     assert "Regressions across nights (4)" in titles
+
+
+# -- a real overnight suite, shortened: two nights on this CPU, the second slowed ---------------
+NIGHTLY = """# @package _global_
+sweep:
+  name: nightly
+workload:
+  target: tests.workloads_for_tests:sleepy
+  steps: 6
+  warmup_steps: 1
+data:
+  batch_size: 4
+hydra:
+  sweeper:
+    params:
+      +workload.params.sleep_s: 0.004,0.008
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; CI installs it)")
+def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_opens_in_chromium(tmp_path):
+    """`+sweep=overnight` as cron starts it (its shipped regression check, sweeper.history's), twice:
+    a quiet night, then one whose trials sleep twice as long (SWEEPER_TEST_SLOWDOWN: same cells)."""
+    import os
+
+    from sweeper import exitcodes
+
+    (tmp_path / "conf" / "sweep").mkdir(parents=True)
+    (tmp_path / "conf" / "sweep" / "nightly.yaml").write_text(NIGHTLY)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SWEEPER_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    results = tmp_path / "results"
+    codes = {}
+    for night, slowdown in (("n1", "1"), ("n2", "2")):
+        cmd = [sys.executable, "-m", "sweeper", "+sweep=overnight", "overnight.sweeps=[nightly]", f"run_id={night}",
+               f"results_dir={results}", f"overnight.lock_file={tmp_path / 'lock'}", "overnight.budget_s=300",
+               "adaptive.enabled=false", "repeats=4", "executor=local", "wandb.enabled=false", "report.enabled=false"]
+        done = subprocess.run(cmd, cwd=tmp_path, env={**env, "SWEEPER_TEST_SLOWDOWN": slowdown},
+                              capture_output=True, text=True, timeout=240)
+        codes[night] = done.returncode
+        assert (results / "overnight" / night / "morning.html").exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    assert codes == {"n1": exitcodes.OK, "n2": exitcodes.REGRESSED}, done.stdout[-3000:]
+    manifest = json.loads((results / "overnight" / "n2" / "night.json").read_text())
+    assert {a["run_id"] for a in manifest["alerts"]} == {"n2"} and {a["baseline_run"] for a in manifest["alerts"]} == {"n1"}
+    assert {a["metric"] for a in manifest["alerts"]} >= {"throughput"}
+    assert len(read(results / "overnight" / "history")) == 4             # both nights, one store beside them
+    page = results / "overnight" / "n2" / "morning.html"
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND",
+                          f"--user-data-dir={tmp_path / 'p'}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<h1>Morning report: overnight n2</h1>" in dom.stdout
+    assert f"<h2>Regressions ({len(manifest['alerts'])})</h2>" in dom.stdout and "Skipped (0)" in dom.stdout
+    assert "no sweep of the night compared its devices" in dom.stdout
+    assert "no settings changed" in dom.stdout          # the suite's deadline is when, not what
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom.stdout)) == 2

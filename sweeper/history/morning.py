@@ -133,7 +133,8 @@ def trend_png(series: pd.DataFrame, assessed: pd.DataFrame) -> bytes:
         for i, r in enumerate(series["run_id"]):
             if r in mine.index and mine.loc[r, "step"]:
                 ax.axvline(i - 0.5, color="#d7301f", linestyle="--", linewidth=1)
-        ax.set_xticks(x, list(series["date"]), rotation=45, fontsize=7, ha="right")
+        ticks = series["date"] if series["date"].is_unique else series["run_id"]   # several runs a day: their ids
+        ax.set_xticks(x, list(ticks), rotation=45, fontsize=7, ha="right")
         ax.set_ylim(bottom=0)              # from zero: a night's noise looks as small as it is
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

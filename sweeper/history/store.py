@@ -43,7 +43,8 @@ INTERVALS = tuple(f"{f}{end}" for f in FIGURES for end in ("_low", "_high"))
 REPEAT_LISTS = {f"repeat_{f}": f for f in FIGURES}        # history column -> repeat-table column
 KEY = ["machine", "sweep", "run_id", "cell_id"]
 # settings that say where, not what: a difference in them is not a change between nights
-NOT_SETTINGS = ("results_dir", "run_id", "resume", "dry_run", "history.dir")
+NOT_SETTINGS = ("results_dir", "run_id", "resume", "dry_run", "history.dir", "overnight.deadline",
+                "overnight.lock_file")
 
 
 def default_dir(results_dir: str) -> Path:
