@@ -271,7 +271,7 @@ def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_o
     manifest = json.loads((results / "overnight" / "n2" / "night.json").read_text())
     assert {a["run_id"] for a in manifest["alerts"]} == {"n2"} and {a["baseline_run"] for a in manifest["alerts"]} == {"n1"}
     assert {a["metric"] for a in manifest["alerts"]} >= {"throughput"}
-    assert len(read(results / "overnight" / "history")) == 4             # both nights, one store beside them
+    assert len(read(results / "history")) == 4             # both nights, in the store of the suite's results_dir
     page = results / "overnight" / "n2" / "morning.html"
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND",
                           f"--user-data-dir={tmp_path / 'p'}", "--dump-dom", page.as_uri()],

@@ -25,12 +25,18 @@ NIGHT_MANIFEST = "night.json"     # an overnight suite's night folder holds it (
 def history_dir(root: Dict[str, Any]) -> Path:
     """The store of a root config (a resolved dict): history.dir, else <results_dir>/history; when
     results_dir is an overnight suite's night folder (results/overnight/<stamp>, with night.json),
-    the store beside the nights (results/overnight/history), so that every night appends to one."""
+    the suite's own results folder's store (results/history), so every night and every ordinary
+    sweep under results/ append to one."""
     configured = (root.get("history") or {}).get("dir")
     if configured:
         return Path(configured).expanduser()
     results = Path(root.get("results_dir") or "results").expanduser()
-    return default_dir(str(results.parent)) if (results / NIGHT_MANIFEST).exists() else default_dir(str(results))
+    return night_store(results) if (results / NIGHT_MANIFEST).exists() else default_dir(str(results))
+
+
+def night_store(night: Path) -> Path:
+    """The default store of a night folder <results>/overnight/<stamp>: <results>/history."""
+    return default_dir(str(Path(night).parent.parent))
 
 
 def settings_of(root: Dict[str, Any]) -> Settings:

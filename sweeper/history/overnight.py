@@ -34,13 +34,13 @@ def _written(run: Path) -> Dict[str, Any]:
 
 
 def store_of(night: Path, manifest: Dict[str, Any]) -> Path:
-    """The store the night's sweeps appended to (what they wrote down), else the default beside the nights."""
-    from sweeper.history import default_dir
+    """The store the night's sweeps appended to (what they wrote down), else the night's default."""
+    from sweeper.history import night_store
 
     for run in night_runs(night, manifest):
         if _written(run).get("store"):
             return Path(_written(run)["store"])
-    return default_dir(str(Path(night).parent))
+    return night_store(Path(night))
 
 
 def night_end(night: Path, manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
