@@ -282,3 +282,31 @@ def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_o
     assert "no sweep of the night compared its devices" in dom.stdout
     assert "no settings changed" in dom.stdout          # the suite's deadline is when, not what
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom.stdout)) == 2
+
+
+def test_morning_report_of_a_night_folder_lists_outliers_and_what_was_skipped(shifted, tmp_path):
+    """A night.json as the suite writes it (one sweep ran with trials cut, one never started) over
+    the shifted nights' last run, whose fleet.parquet flags one GPU."""
+    import pandas as pd
+
+    store, folder = shifted
+    night = folder.parent
+    manifest = {"manifest_version": 1, "suite": "overnight", "night": "night05", "sweeps_planned": ["single", "train_step"],
+                "sweeps": [{"name": "single", "run": "single/night05", "status": "ok",
+                            "skipped_trials": [{"trial_id": "727761531157-9", "overrides": ["+workload.params.sleep_s=0.001"]}]},
+                           {"name": "train_step", "run": None, "status": "skipped", "skipped_trials": []}]}
+    (night / "night.json").write_text(json.dumps(manifest))
+    fleet = pd.DataFrame([{"cell_id": "727761531157", "device": "GPU-aaaa", "node": "n0", "ratio": 0.81, "outlier": True,
+                           "sm_clock_mhz": 1410.0, "temp_c": 87.0, "power_w": 690.0},
+                          {"cell_id": "727761531157", "device": "GPU-bbbb", "node": "n0", "ratio": 1.0, "outlier": False,
+                           "sm_clock_mhz": 1980.0, "temp_c": 61.0, "power_w": 700.0}])
+    fleet.to_parquet(folder / "night05" / morning.FLEET_FILE)
+    code = cli.main(["--store", str(store), "morning", "--night", str(night), "--out", str(tmp_path / "m.html")])
+    page = (tmp_path / "m.html").read_text()
+    assert code == 0 and "<h1>Morning report: overnight night05</h1>" in page
+    outliers = page.split("<h2>Outlier GPUs and nodes (1)</h2>")[1].split("<h2>")[0]
+    assert "GPU-aaaa" in outliers and "GPU-bbbb" not in outliers and "1,410" in outliers and "87" in outliers
+    skipped = page.split("<h2>Skipped (2)</h2>")[1].split("<h2>")[0]
+    assert "trial 727761531157-9 +workload.params.sleep_s=0.001" in skipped
+    assert "train_step" in skipped and "the budget ran out first" in skipped
+    assert page.index("Regressions (4)") < page.index("Outlier GPUs") < page.index("Trends per cell")

@@ -162,7 +162,7 @@ def _dicts_table(outliers: Sequence[Dict[str, Any]]):
 
 def _cell_text(value: Any) -> str:
     if isinstance(value, float):
-        return "-" if not math.isfinite(value) else f"{value:,.3g}"
+        return "-" if not math.isfinite(value) else f"{value:,.4g}"
     return "-" if value is None else str(value)
 
 
