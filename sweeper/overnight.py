@@ -245,12 +245,18 @@ def _raise_interrupt(signum, frame):
 
 
 def _dry_run(job, night: Path) -> int:
-    """Each sweep's own dry run, in turn; no lock, nothing launched."""
-    root, code = job.config, exitcodes.OK
-    print(f"dry run: the suite of sweep '{root.sweep.name}' runs {', '.join(root.overnight.sweeps)} in turn; "
-          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}; nothing launched", flush=True)
+    """Each sweep's own dry run, under one heading that counts their trials; no lock, nothing launched."""
+    root, code, outputs = job.config, exitcodes.OK, []
     for name in root.overnight.sweeps:
-        code = max(code, run_one(name, sweep_command(name, night, root.run_id, root, job.overrides)))
+        command = sweep_command(name, night, root.run_id, root, job.overrides)
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        code, outputs = max(code, done.returncode), outputs + [(name, done.stdout)]
+    counts = {name: sum(1 for line in out.splitlines() if line.startswith("  ")) for name, out in outputs}
+    print(f"dry run: {sum(counts.values())} trial(s) of sweep '{root.sweep.name}' "
+          f"({', '.join(f'{n} {c}' for n, c in counts.items())}, in turn), nothing launched; "
+          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}", flush=True)
+    for _, out in outputs:
+        print(out, end="", flush=True)
     return code
 
 
