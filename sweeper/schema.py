@@ -248,12 +248,14 @@ class HistoryConfig:
     alert_ratio: float = 1.15            # alert when a cell's items/s drops below its last good night / this,
                                          # or its p95 step time rises above the last good night x this
     step_threshold: float = 0.05         # asv step_detect: the smallest relative step it reports
+    window: int = 60                     # the latest nights of each cell that the detection reads
 
     def check(self) -> None:
         _require(self.alert_ratio > 1, "history.alert_ratio", f"must be above 1 (e.g. 1.15), got {self.alert_ratio}")
         _require(0 <= self.step_threshold < 1, "history.step_threshold",
                  f"must be in [0, 1) (a relative step, e.g. 0.05), got {self.step_threshold}")
         _require(self.dir is None or bool(str(self.dir).strip()), "history.dir", "must be a folder, or null")
+        _require(self.window >= 3, "history.window", f"must be 3 nights or more, got {self.window}")
 
 
 TRAIN_PRESETS: Dict[str, Dict[str, int]] = {

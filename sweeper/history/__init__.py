@@ -46,7 +46,7 @@ def settings_of(root: Dict[str, Any]) -> Settings:
     hist = {**HistoryConfig().__dict__, **(root.get("history") or {})}
     analysis = {**AnalysisConfig().__dict__, **(root.get("analysis") or {})}
     return Settings(float(hist["alert_ratio"]), float(hist["step_threshold"]), float(analysis["alpha"]),
-                    float(analysis["min_effect"]))
+                    float(analysis["min_effect"]), int(hist["window"]))
 
 
 def alerts(store: Path, runs: Optional[Iterable[str]] = None, settings: Settings = Settings(),

@@ -38,6 +38,7 @@ from sweeper.analysis import stats
 # metric -> (figure column, per-repeat list column, higher is better)
 METRICS = {"throughput": ("items_per_s", "repeat_items_per_s", True), "p95": ("p95", "repeat_p95", False)}
 SERIES = ["machine", "sweep", "cell_id"]
+_RESAMPLES = 199      # compare_cells also bootstraps the ratio's interval, which no alert reads: keep it cheap
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Settings:
     step_threshold: float = 0.05   # history.step_threshold: asv's smallest relative step
     alpha: float = 0.05            # analysis.alpha
     min_effect: float = 0.05       # analysis.min_effect
+    window: int = 60               # history.window: the latest nights of a series that are assessed
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def assess_series(nights: pd.DataFrame, metric: str, settings: Settings) -> pd.D
     """One row per night of one cell's series (oldest first): its figure, the last good night,
     the ratio (> 1 worse), the test, whether a change point starts there, and the alert."""
     column, repeats_column, higher = METRICS[metric]
+    nights = nights.tail(settings.window).reset_index(drop=True)
     steps = step_nights(cost_series(nights, metric), settings.step_threshold)
     run_ids = list(nights["run_id"])
     rows, good = [], None         # good: index of the last night that raised no alert
@@ -163,7 +166,8 @@ def _since(i: int, steps: Dict[int, int], run_ids: List[str]) -> str:
 def _against(base: pd.Series, night: Dict, metric: str, settings: Settings, stepped: bool) -> Dict:
     column, repeats_column, higher = METRICS[metric]
     comparison = stats.compare_cells(list(base[repeats_column]), list(night[repeats_column]), settings.alpha,
-                                     settings.min_effect, higher_is_better=higher)
+                                     settings.min_effect, higher_is_better=higher,
+                                     n_resamples=_RESAMPLES)   # the ratio's interval is not used here
     ratio = _ratio(float(night[column]), float(base[column]), higher)
     passed = math.isfinite(ratio) and ratio >= settings.alert_ratio
     evidence = " + ".join(e for e, found in (("significant", comparison.verdict == stats.SLOWER),

@@ -93,7 +93,10 @@ def run_settings(run: Path) -> Dict[str, str]:
     import yaml
 
     path = Path(run) / "multirun.yaml"
-    return flat_settings(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    if not path.exists():
+        return {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)       # libyaml: 10x faster on Hydra's long file
+    return flat_settings(yaml.load(path.read_text(), Loader=loader) or {})
 
 
 def _started(records: List[Dict[str, Any]]) -> float:
