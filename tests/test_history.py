@@ -217,6 +217,9 @@ def test_sweep_end_publisher_on_a_regressed_night_notes_skipped_wandb_alert_and_
     store, folder = shifted
     run = folder / f"night{NIGHTS - 1:02d}"
     data, analysis = analyze_run(run, run_analysis_config(run))
+    off = folder.parent / "off"
+    history_sink.on_sweep_end(run, data, analysis, {"history": {"enabled": False, "dir": str(off)}})
+    assert not off.exists()                                          # history.enabled=false: nothing appended
     root = {"results_dir": str(folder.parent), "history": {"dir": str(store)},
             "wandb": {"enabled": True, "mode": "offline", "project": "p", "entity": "e"}}
     history_sink.on_sweep_end(run, data, analysis, root)
