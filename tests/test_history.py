@@ -7,7 +7,6 @@ derived from it (each repeat's step times scaled, a day apart), appended to real
 """
 import json
 import re
-import shutil
 import subprocess
 import sys
 
