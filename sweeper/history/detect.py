@@ -116,12 +116,10 @@ def _step_detect():
 def step_nights(costs: Sequence[float], threshold: float) -> Dict[int, int]:
     """{index of the night a regression step starts: index of the last night before it}, by
     asv.step_detect over the whole series (NaN nights are skipped)."""
-    asv = _step_detect()
-    detect_regressions, detect_steps = asv.detect_regressions, asv.detect_steps
-
-    if sum(1 for c in costs if c == c) < 3:
+    if sum(1 for c in costs if c == c) < 3:         # a step needs a level before and after it
         return {}
-    _, _, regressions = detect_regressions(detect_steps(list(costs)), threshold=threshold)
+    asv = _step_detect()
+    _, _, regressions = asv.detect_regressions(asv.detect_steps(list(costs)), threshold=threshold)
     return {after: before for before, after, _, _ in (regressions or []) if after is not None}
 
 
@@ -141,7 +139,7 @@ def assess_series(nights: pd.DataFrame, metric: str, settings: Settings) -> pd.D
     nights = nights.tail(settings.window).reset_index(drop=True)
     steps = step_nights(cost_series(nights, metric), settings.step_threshold)
     run_ids = list(nights["run_id"])
-    rows, good = [], None         # good: index of the last night that raised no alert
+    rows, good = [], None         # good: index of the last night within the ratio of its own baseline
     for i, night in enumerate(nights.to_dict("records")):
         row = {"machine": night["machine"], "sweep": night["sweep"], "cell_id": night["cell_id"],
                "cell": night["cell"], "run_id": night["run_id"], "date": night["date"], "metric": metric,
