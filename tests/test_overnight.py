@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from sweeper import exitcodes
@@ -157,14 +158,22 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _group_of(pid: int):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     from tests.test_reliability import free_port, wait_for_nodes
 
     port = free_port()
     address = f"127.0.0.1:{port}"
     # Every Ray process keeps to the loopback address; a token of the test's own lets the driver join.
+    # No drain on SIGTERM (Ray waits up to 30 s for one): the nodes end as soon as they are told.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     ray_tmp = tempfile.mkdtemp(prefix="swf", dir="/tmp")     # Ray's socket paths must stay under 107 bytes
     head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env)
     slow = None
@@ -189,7 +198,10 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
         for node in (slow, head):
             if node is not None:
                 _stop(node)
+        groups = {node.pid for node in (slow, head) if node is not None}      # each `ray start` its own session
+        left = [p.pid for p in psutil.process_iter() if _group_of(p.pid) in groups]
         shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not left, f"processes of the test's Ray cluster left behind: {left}"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = next((tmp_path / "results" / "single").iterdir())
     fleet = pd.read_csv(run / "fleet.csv")
