@@ -226,3 +226,23 @@ def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     assert "15 trial(s) of sweep 'dataloader'" in loader
     assert "21 trial(s) of sweep 'train_step'" in step
     assert "adaptive.enabled=True" in done.stdout and not (tmp_path / "overnight.lock").exists()
+
+
+def test_fleet_keys_gpu_trials_by_uuid_and_puts_the_clocks_beside_the_slow_one():
+    from sweeper.analysis.fleet import fleet_table
+    from sweeper.schema import AnalysisConfig
+
+    records, rates = [], []
+    for g, (speed, clock) in enumerate([(100.0, 1980.0), (101.0, 1980.0), (70.0, 1400.0)]):   # GPU 2 throttles
+        for r in range(6):
+            trial = f"c-{r}-n0g{g}"
+            records.append({"trial_id": trial, "cell_id": "c", "status": "ok", "resources": {"num_gpus": 1},
+                            "fingerprint": {"host": "h", "ray_node_id": "node-a", "gpu_uuid": f"GPU-{g}"},
+                            "summary": {"gpu_sm_clock_mhz_mean": clock, "gpu_temp_c_mean": 60 + 20 * (g == 2),
+                                        "gpu_power_w_mean": 500.0}})
+            rates.append({"trial_id": trial, "items_per_s": speed * (1 + 0.002 * r)})
+    fleet = fleet_table(records, pd.DataFrame(rates), AnalysisConfig()).set_index("device")
+    assert list(fleet.index) == ["GPU-0", "GPU-1", "GPU-2"] and set(fleet["node"]) == {"node-a"}
+    assert list(fleet["outlier"]) == [False, False, True]
+    assert fleet.loc["GPU-2", "sm_clock_mhz"] == 1400.0 and fleet.loc["GPU-2", "temp_c"] == 80.0
+    assert fleet.loc["GPU-2", "ratio"] < 0.75 and fleet.loc["GPU-2", "p_adj"] < 0.05
