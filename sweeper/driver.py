@@ -384,7 +384,10 @@ class Sweep:
         for handle in self.executor.wait(list(self.pending), 0, all_ready=True) if self.pending else []:
             self.handle_quietly(handle, self.pending.pop(handle))
         self.executor.cancel(list(self.pending))
-        for attempt in self.pending.values():
+        queued = [Attempt(t, {**t.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": None},
+                          self.jobs[t.index].values) for group in self.queue for t in group]
+        self.queue.clear()                  # not yet submitted (a window was in use): cancelled rows too
+        for attempt in [*self.pending.values(), *queued]:
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type="Interrupted",
                                              error_message="the sweep was interrupted"), attempt, {})
         self.pending.clear()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 from sweeper import exitcodes
@@ -157,14 +158,22 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _group_of(pid: int):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     from tests.test_reliability import free_port, wait_for_nodes
 
     port = free_port()
     address = f"127.0.0.1:{port}"
     # Every Ray process keeps to the loopback address; a token of the test's own lets the driver join.
+    # No drain on SIGTERM (Ray waits up to 30 s for one): the nodes end as soon as they are told.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+           "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     ray_tmp = tempfile.mkdtemp(prefix="swf", dir="/tmp")     # Ray's socket paths must stay under 107 bytes
     head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env)
     slow = None
@@ -189,7 +198,10 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
         for node in (slow, head):
             if node is not None:
                 _stop(node)
+        groups = {node.pid for node in (slow, head) if node is not None}      # each `ray start` its own session
+        left = [p.pid for p in psutil.process_iter() if _group_of(p.pid) in groups]
         shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not left, f"processes of the test's Ray cluster left behind: {left}"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = next((tmp_path / "results" / "single").iterdir())
     fleet = pd.read_csv(run / "fleet.csv")
@@ -214,3 +226,23 @@ def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     assert "15 trial(s) of sweep 'dataloader'" in loader
     assert "21 trial(s) of sweep 'train_step'" in step
     assert "adaptive.enabled=True" in done.stdout and not (tmp_path / "overnight.lock").exists()
+
+
+def test_fleet_keys_gpu_trials_by_uuid_and_puts_the_clocks_beside_the_slow_one():
+    from sweeper.analysis.fleet import fleet_table
+    from sweeper.schema import AnalysisConfig
+
+    records, rates = [], []
+    for g, (speed, clock) in enumerate([(100.0, 1980.0), (101.0, 1980.0), (70.0, 1400.0)]):   # GPU 2 throttles
+        for r in range(6):
+            trial = f"c-{r}-n0g{g}"
+            records.append({"trial_id": trial, "cell_id": "c", "status": "ok", "resources": {"num_gpus": 1},
+                            "fingerprint": {"host": "h", "ray_node_id": "node-a", "gpu_uuid": f"GPU-{g}"},
+                            "summary": {"gpu_sm_clock_mhz_mean": clock, "gpu_temp_c_mean": 60 + 20 * (g == 2),
+                                        "gpu_power_w_mean": 500.0}})
+            rates.append({"trial_id": trial, "items_per_s": speed * (1 + 0.002 * r)})
+    fleet = fleet_table(records, pd.DataFrame(rates), AnalysisConfig()).set_index("device")
+    assert list(fleet.index) == ["GPU-0", "GPU-1", "GPU-2"] and set(fleet["node"]) == {"node-a"}
+    assert list(fleet["outlier"]) == [False, False, True]
+    assert fleet.loc["GPU-2", "sm_clock_mhz"] == 1400.0 and fleet.loc["GPU-2", "temp_c"] == 80.0
+    assert fleet.loc["GPU-2", "ratio"] < 0.75 and fleet.loc["GPU-2", "p_adj"] < 0.05

@@ -12,7 +12,7 @@ NaN where there is no GPU, so a throttling GPU shows why it is slow.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Sequence
 
 import numpy as np
 import pandas as pd
@@ -77,11 +77,6 @@ def _cell_rows(cell_id: str, trials: pd.DataFrame, cfg: AnalysisConfig, seed: in
                      "outlier": c.verdict == stats.SLOWER,
                      **{name: float(mine[name].mean()) for _, name in SENSORS}})
     return pd.DataFrame(rows)
-
-
-def outliers(fleet: pd.DataFrame) -> List[Dict[str, Any]]:
-    """The outlier rows, for a notice or an alert."""
-    return fleet[fleet["outlier"]].to_dict("records") if not fleet.empty else []
 
 
 def _float(value: Any) -> float:
