@@ -17,8 +17,9 @@ _COMMON_PRELOAD = ("torch", "numpy", "webdataset")
 
 # -- the DataLoader ------------------------------------------------------------------
 def loader_wants(cfg) -> Wants:
-    """A loader with N workers keeps N + 1 processes busy."""
-    return Wants(cpus=float(cfg.data.num_workers + 1), gpus=1.0)
+    """A loader with N workers (DataLoader) or N threads (DALI) keeps N + 1 cores busy."""
+    helpers = cfg.data.dali.num_threads if cfg.data.loader == "dali" else cfg.data.num_workers
+    return Wants(cpus=float(helpers + 1), gpus=1.0)
 
 
 def halve_loader_batch(cfg) -> Optional[Dict[str, Any]]:
@@ -41,9 +42,30 @@ def check_shards(cfg) -> None:
             raise ConfigError(f"data.url={url!r}: {problem}")
 
 
+DALI_INSTALL = "pip install 'sweeper[dali]' (from a checkout: pip install -e '.[dali]')"
+
+
+def check_dali_installed(cfg) -> None:
+    """data.loader=dali without DALI fails at plan time; find_spec, so the driver never imports DALI."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("nvidia.dali") is not None
+    except (ImportError, ValueError):    # no `nvidia` namespace package at all
+        found = False
+    if cfg.data.loader == "dali" and not found:
+        raise ConfigError(f"data.loader=dali: NVIDIA DALI is not installed; {DALI_INSTALL}, or data.loader=torch")
+
+
+def check_loader(cfg) -> None:
+    check_shards(cfg)
+    check_dali_installed(cfg)
+
+
 DATALOADER = WorkloadSpec(
-    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_shards, resources=loader_wants,
-    preload=_COMMON_PRELOAD + ("workloads.dataloader",), shrink=halve_loader_batch, items_label="samples",
+    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_loader, resources=loader_wants,
+    # never DALI here: it may start CUDA, and the zygote forks every trial
+    preload=_COMMON_PRELOAD + ("PIL.Image", "workloads.dataloader"), shrink=halve_loader_batch, items_label="samples",
     headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),), memory="host_mem_gb")
 
 
@@ -65,6 +87,9 @@ def halve_micro_batch(cfg) -> Optional[Dict[str, Any]]:
 def check_step(cfg) -> None:
     if cfg.train.data_source == "shards":
         check_shards(cfg)
+        if (cfg.data.loader, cfg.data.kind) != ("torch", "tokens"):
+            raise ConfigError(f"data.loader={cfg.data.loader} data.kind={cfg.data.kind}: the training step reads "
+                              f"token shards with the torch loader only; set data.loader=torch data.kind=tokens")
 
 
 TRAIN_STEP = WorkloadSpec(
