@@ -140,3 +140,15 @@ def test_loaders_sweep_runs_both_loaders_with_verdicts(sweeper_cli, tmp_path):
     verdicts = result.stdout.split("verdicts against the baseline:")[1].splitlines()
     assert any(line.startswith("loader=torch") and "baseline" in line for line in verdicts)
     assert any(line.startswith("loader=dali") for line in verdicts)
+
+
+def test_what_the_zygote_preloads_never_imports_dali():
+    """The zygote imports the spec's preload once and forks every trial from it: DALI there
+    could start CUDA in a process that forks. DALI is imported inside the trial only."""
+    code = ("import importlib, sys\n"
+            "from workloads.specs import DATALOADER\n"
+            "for name in DATALOADER.preload:\n    importlib.import_module(name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nvidia.dali')))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
