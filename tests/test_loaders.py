@@ -91,6 +91,16 @@ def test_a_bad_dali_key_is_named(override, key):
     assert str(err.value).startswith(key)
 
 
+def test_the_training_step_refuses_what_it_cannot_read():
+    from sweeper.spec import spec_for
+
+    root = root_config_from_dict({"workload": {"target": "workloads.train_step:run", "spec": "workloads.specs:TRAIN_STEP"},
+                                  "train": {"data_source": "shards", "seq_len": 64},
+                                  "data": {"loader": "dali", "seq_len": 64, "vocab_size": 512}})
+    with pytest.raises(ConfigError, match="^data.loader=dali data.kind=tokens: the training step reads token shards"):
+        spec_for(root.workload).validate(root)
+
+
 def test_a_misspelt_dali_key_is_named_by_hydra(sweeper_cli):
     result = sweeper_cli(["data.loader=dali", "data.dali.num_thread=2", "dry_run=true"])
     assert result.returncode != 0
