@@ -39,7 +39,7 @@ def _read(data, paths: List[str], index_paths: List[str], ext: str, dtype=None):
         name=READER, **extra)
 
 
-def _images(data, jpegs, on_gpu: bool):
+def _images(data, jpegs):
     decoder = "mixed" if data.dali.decoder == "mixed" else "cpu"
     extra = {"hw_decoder_load": data.dali.hw_decoder_load} if decoder == "mixed" else {}
     images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **extra)
@@ -61,7 +61,7 @@ def build_pipeline(data, paths: List[str], index_paths: List[str], device_id: Op
                   **EXECUTORS[data.dali.executor])
     def pipeline():
         if data.kind == "images":
-            return _images(data, _read(data, paths, index_paths, IMAGE_EXT), device_id is not None)
+            return _images(data, _read(data, paths, index_paths, IMAGE_EXT))
         return _read(data, paths, index_paths, SAMPLE_EXT, types.INT32)
 
     pipe = pipeline()
