@@ -52,8 +52,10 @@ def test_copy_on_a_cpu_is_a_host_memcpy_and_says_so(playbook):
     assert copy["copy_kind"] == "host_to_host" and copy["pinned_effective"] is False
     assert any("host memcpy" in w for w in records["h2d_copy"]["warnings"])
     assert copy["size_mb"] == 8.0                                   # auto: the CPU size
-    mb_per_s = records["h2d_copy"]["summary"]["items_per_s"]        # MB per copy / its time, as the probe saw it
-    assert 0.2 < copy["copy_gbps"] * 1e3 / mb_per_s < 5
+    phase_p50_s = records["h2d_copy"]["summary"]["phase_h2d_p50_s"]   # the copies as the probe timed them
+    assert copy["copy_gbps"] == pytest.approx(copy["size_mb"] / 1e3 / phase_p50_s)
+    assert copy["pinned_gbps"] == copy["copy_gbps"] and copy["pageable_gbps"] > 0   # the steps were "pinned"
+    assert copy["pinned_speedup"] == pytest.approx(copy["pinned_gbps"] / copy["pageable_gbps"])
     assert 0.0 <= copy["overlap_share"] <= 1.0
     assert min(copy["overlap_copy_ms"], copy["overlap_matmul_ms"], copy["overlap_both_ms"]) > 0
 

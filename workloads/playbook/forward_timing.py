@@ -31,7 +31,7 @@ def run(cfg, probe) -> Dict[str, Any]:
     kind = device.type
     batch, seq_len = int(by_device(params.batch, kind, 16, 4)), int(by_device(params.seq_len, kind, 1024, 64))
     shapes: List[List[int]] = by_device(params.shapes, kind, [[1, 128], [8, 512], [16, 1024], [32, 1024]],
-                                        [[1, 16], [4, 64], [16, 64]])
+                                        [[1, 16], [16, 64]])
     precision = by_device(params.precision, kind, "bf16", "fp32")
     model, vocab = models.build(cfg.workload.params, kind)
     model.eval()
