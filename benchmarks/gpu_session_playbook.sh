@@ -34,7 +34,9 @@ run_sweep() {   # name cap args...
   local rc=$?
   echo "-- $name: exit $rc$( ((rc == 124)) && echo ' (TIMED OUT)') in $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s"
 }
-plain_copy() {   # the same copies with nothing but torch: median of 20 per-copy CUDA event timings
+plain_copy() {   # the same copies with nothing but torch: median of 20 per-copy CUDA event timings, each
+                 # copy synchronised as a plain script does (at 0.5 MB the probe's own work per step
+                 # leaves the stream idle before each copy too, so both include one launch gap)
   python3 - "$SIZES" "$1" <<'PY'
 import json, statistics, sys
 import torch

@@ -156,7 +156,8 @@ def _host_only(cfg) -> Wants:
 
 
 def _loader_wants(cfg) -> Wants:
-    return Wants(cpus=float(cfg.workload.params.get("num_workers", 2) + 1), gpus=0.0)
+    """A loader with N workers keeps N + 1 processes busy."""
+    return Wants(cpus=float(cfg.workload.params.get("num_workers", StartupParams.num_workers) + 1), gpus=0.0)
 
 
 _PRELOAD = ("torch", "numpy")
