@@ -129,18 +129,36 @@ def normalise(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def swept_axes(summary: pd.DataFrame) -> List[str]:
-    """The sweep's axes: the summary's dotted columns (data.num_workers, ...), in order."""
-    return [c for c in summary.columns if "." in str(c)]
+    """The sweep's axes: the summary's dotted columns (data.num_workers, ...), in order;
+    first the workload when the run holds several (+sweep=playbook)."""
+    axes = [c for c in summary.columns if "." in str(c)]
+    return ["workload", *axes] if len(run_workloads(summary)) > 1 else axes
+
+
+def run_workloads(summary: pd.DataFrame) -> List[str]:
+    """The workloads a run's trials ran, in order of first appearance."""
+    return list(dict.fromkeys(summary["workload"].dropna().astype(str))) if "workload" in summary.columns else []
 
 
 def workload_view(records: Sequence[Dict[str, Any]], summary: pd.DataFrame) -> WorkloadView:
     """The records' workload spec; for records older than specs: items, the first-batch time
     when the trials recorded one, and memory decided later from what the cells hold."""
-    spec = next((r.get("workload_spec") for r in records if r.get("workload_spec")), None) or {}
+    specs = list({r["workload_spec"].get("name"): r["workload_spec"] for r in records if r.get("workload_spec")}.values())
+    if len(specs) > 1:
+        return _several_workloads(specs)
+    spec = specs[0] if specs else {}
     headline = [(str(k), str(label), float(scale), int(digits)) for k, label, scale, digits in spec.get("headline", [])]
     if not spec and FIRST_BATCH[0] in summary.columns and summary[FIRST_BATCH[0]].notna().any():
         headline = [FIRST_BATCH]
     return WorkloadView(spec.get("name", ""), spec.get("items_label") or "items", headline, spec.get("memory", ""))
+
+
+def _several_workloads(specs: Sequence[Dict[str, Any]]) -> WorkloadView:
+    """A run over several workloads: items of different kinds, and the first headline figure
+    of each workload (a cell of another workload shows "-" there)."""
+    headline = [tuple(s["headline"][0]) for s in specs if s.get("headline")]
+    headline = [(str(k), str(label), float(scale), int(digits)) for k, label, scale, digits in headline]
+    return WorkloadView(",".join(str(s.get("name", "")) for s in specs), "items", headline, "")
 
 
 def _matches(row: pd.Series, wanted: Dict[str, str], axes: Sequence[str]) -> bool:
@@ -451,6 +469,12 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     view.headline = [h for h in view.headline if h not in unrecorded]    # a column of "-" says nothing
     cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
     baseline_id, notes = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
+    workloads = run_workloads(summary)
+    if len(workloads) > 1:      # items/s of a copy against a forward pass: nothing to judge
+        baseline_id, notes = None, [f"this run holds {len(workloads)} workloads ({', '.join(workloads)}): cells of "
+                                    f"different workloads measure different things, so there are no verdicts; "
+                                    f"each workload's figures are its own columns"]
+        cells["is_baseline"] = False
     if baseline_id is not None:
         cells["is_baseline"] = cells["cell_id"] == baseline_id
     comparisons = {m: compare_with_baseline(repeats, list(cells["cell_id"]), baseline_id, cfg, m, seed)
