@@ -139,7 +139,7 @@ def publish_end(sweep: "Sweep", root: RootConfig, run: Path) -> int:
     values = sweep.jobs[0].values
     print()
     if records:
-        data, analysis = analyze_run(run, root.analysis, records=records)
+        data, analysis = analyze_run(run, root.analysis, records=records, cost=root.cost)
         publishers.on_sweep_end(run, data, analysis, values)
         print(publishers.terminal_end(data, analysis, values, run))
     failed = any(r["status"] != "ok" for r in records)
