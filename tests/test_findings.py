@@ -21,7 +21,9 @@ from sweeper.analysis.cells import analyze
 from sweeper.analysis.overlap import loader_words, trial_overlap
 from sweeper.analysis.recommend import format_recommendation
 from sweeper.results import summary_frame
-from sweeper.schema import AnalysisConfig, CostConfig
+from sweeper.analysis.run import cell_summary
+from sweeper.errors import ConfigError
+from sweeper.schema import AnalysisConfig, CostConfig, RootConfig
 
 # --------------------------------------------------------------------------- records
 
@@ -185,6 +187,19 @@ def test_cost_per_million_tokens_is_the_hand_arithmetic():
     assert cells.loc["w1", "usd_per_m_tokens"] == pytest.approx(0.0094944, rel=1e-4)
     assert cells.loc["w4", "usd_per_m_tokens"] == pytest.approx(0.0126591, rel=1e-4)
     assert analysis.cost_column == "usd_per_m_tokens" and ("usd_per_m_tokens", "$/M tokens", 1.0, 4) in analysis.extra
+    # the frame cells.parquet and the W&B summary Table are written from
+    table = cell_summary(analysis).set_index("cell_id")
+    assert table.loc["w2", "usd_per_m_tokens"] == pytest.approx(7.0 / 3600 / 184_320 * 1e6)
+
+
+def test_bad_prices_and_a_cost_objective_without_prices_fail_with_the_key():
+    with pytest.raises(ConfigError, match=r"^analysis.objective: is cost but no price is set"):
+        RootConfig(analysis=AnalysisConfig(objective="cost")).check()
+    with pytest.raises(ConfigError, match=r"^cost.gpu_hour_usd.H200: must be a positive price"):
+        RootConfig(cost=CostConfig(gpu_hour_usd={"H200": -1.0})).check()
+    with pytest.raises(ConfigError, match=r"^analysis.max_memory_gb: must be positive"):
+        AnalysisConfig(max_memory_gb=0).check()
+    RootConfig(analysis=AnalysisConfig(objective="cost"), cost=CostConfig(cpu_hour_usd=0.05)).check()
 
 
 def test_scaling_efficiency_is_per_rank_throughput_against_world_size_one():
