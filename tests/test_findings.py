@@ -19,7 +19,9 @@ import pytest
 from sweeper.analysis import pitfalls
 from sweeper.analysis.cells import analyze
 from sweeper.analysis.overlap import loader_words, trial_overlap
+from sweeper.analysis.cost import unpriced_line
 from sweeper.analysis.recommend import format_recommendation
+from sweeper.executors.local import gpu_models
 from sweeper.results import summary_frame
 from sweeper.analysis.run import cell_summary
 from sweeper.errors import ConfigError
@@ -190,6 +192,26 @@ def test_cost_per_million_tokens_is_the_hand_arithmetic():
     # the frame cells.parquet and the W&B summary Table are written from
     table = cell_summary(analysis).set_index("cell_id")
     assert table.loc["w2", "usd_per_m_tokens"] == pytest.approx(7.0 / 3600 / 184_320 * 1e6)
+
+
+def test_an_unpriced_gpu_model_here_is_one_line_at_plan_time(tmp_path):
+    for i, model in enumerate(("NVIDIA H200", "NVIDIA B200")):      # the driver's /proc files, as written
+        (tmp_path / f"0000:0{i}:00.0").mkdir()
+        (tmp_path / f"0000:0{i}:00.0" / "information").write_text(f"Model: \t\t {model}\nIRQ:   42\n")
+    models = gpu_models(str(tmp_path))
+    assert models == ["NVIDIA H200", "NVIDIA B200"]
+    line = unpriced_line({"H200": 3.5}, models)
+    assert line.startswith("cost.gpu_hour_usd has no price for this machine's GPU 'NVIDIA B200' (priced: H200)")
+    assert unpriced_line({"H200": 3.5, "B200": 6.0}, models) is None and unpriced_line({}, models) is None
+    assert gpu_models(str(tmp_path / "none")) == []
+
+
+def test_a_cpu_trial_without_a_cpu_price_is_one_line_before_any_trial(sweeper_cli):
+    result = sweeper_cli(["dry_run=true", "+cost.gpu_hour_usd={H200:3.5}", "analysis.objective=cost"])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: 1 trial(s) run on CPUs only and cost.cpu_hour_usd is not set: they will have no cost "
+        "(set cost.cpu_hour_usd=PRICE, USD per CPU-hour) (analysis.objective=cost)"]
 
 
 def test_bad_prices_and_a_cost_objective_without_prices_fail_with_the_key():

@@ -39,6 +39,16 @@ def gpu_price(prices: Mapping[str, float], gpu_name: Optional[str]) -> Optional[
     return float(prices[max(found, key=len)]) if found else None   # the longest match: "H200 NVL" over "H200"
 
 
+def unpriced_line(prices: Mapping[str, float], models: Sequence[str]) -> Optional[str]:
+    """One line naming the GPU models that no key of cost.gpu_hour_usd prices, or None."""
+    missing = sorted({m for m in models if gpu_price(prices, m) is None})
+    if not prices or not missing:
+        return None
+    return (f"cost.gpu_hour_usd has no price for this machine's GPU {', '.join(map(repr, missing))} "
+            f"(priced: {', '.join(map(str, prices))}); add '+cost.gpu_hour_usd={{{missing[0]}:PRICE}}' "
+            f"or its cells will have no cost")
+
+
 def trial_hourly(record: Mapping[str, Any], cost: Any) -> Tuple[Optional[float], Optional[str]]:
     """(USD per hour the trial's resources cost, why not when None)."""
     resources = record.get("resources") or {}
