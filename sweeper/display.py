@@ -121,4 +121,7 @@ def verdicts_text(analysis) -> str:
     lines += [f"  {line}" for line in format_recommendation(analysis.recommendation)]
     if analysis.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
+    warnings = tables.pitfall_lines(analysis)
+    if warnings:
+        lines += ["", "warnings (docs/analysis.md#warnings):"] + [f"  - {line}" for line in warnings]
     return "\n".join(lines)

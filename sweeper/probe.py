@@ -233,8 +233,10 @@ class Probe:
         points = [(s, readings[s]["mem_workers_uss_mb"]) for s in measured
                   if s in readings and readings[s].get("mem_workers_n", 0) > 0]
         growth = linear_growth([p[0] for p in points], [p[1] for p in points])
-        if growth is not None:
+        if growth is not None:   # the fit's quality too, so the analysis can apply the same rule (pitfalls.py)
             self.figures["mem_workers_uss_growth_mb_per_100_steps"] = growth.mb_per_100_steps
+            self.figures["mem_workers_uss_growth_r2"] = growth.r2
+            self.figures["mem_workers_uss_growth_readings"] = growth.readings
         if is_growing(growth, self.growth):
             self.warn(growth_warning("DataLoader worker memory (USS, all workers)", growth))
 

@@ -20,6 +20,7 @@ ORDERS = ("interleaved", "grid")
 EXECUTORS = ("ray", "local")
 ON_OOM = ("record", "halve")
 METRICS = ("throughput", "p50", "p95")
+OBJECTIVES = ("throughput", "cost")
 WANDB_MODES = ("offline", "online", "disabled")
 PROFILES = ("none", "torch", "pyspy", "nsys")
 
@@ -195,8 +196,15 @@ class AnalysisConfig:
     metric: str = "throughput"           # what verdicts judge: throughput (items/s per repeat), p50 or p95
     heatmap: List[str] = field(default_factory=list)  # two dotted keys; empty: the first two swept axes
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
+    objective: str = "throughput"        # what the recommendation optimises: throughput (the metric's verdicts)
+                                         # or cost (the fewest dollars per million tokens / samples; needs cost.*)
+    max_memory_gb: Optional[float] = None  # peak memory limit on the workload's own memory (GPU or host), GB
 
     def check(self) -> None:
+        _require(self.objective in OBJECTIVES, "analysis.objective",
+                 f"must be one of {OBJECTIVES}, got {self.objective!r}")
+        _require(self.max_memory_gb is None or self.max_memory_gb > 0, "analysis.max_memory_gb",
+                 f"must be positive or null, got {self.max_memory_gb}")
         for token in (self.baseline or "").split():
             _require("=" in token, "analysis.baseline",
                      f"must be space-separated key=value pairs, e.g. 'data.num_workers=0', got {self.baseline!r}")
@@ -206,6 +214,27 @@ class AnalysisConfig:
         _require(len(self.heatmap) in (0, 2), "analysis.heatmap",
                  f"must name two dotted keys, e.g. [data.num_workers,data.prefetch_factor], got {list(self.heatmap)}")
         self.constraints.check()
+
+
+@dataclass
+class CostConfig:
+    # Prices that turn throughput into dollars (sweeper/analysis/cost.py, docs/analysis.md#cost).
+    # A GPU trial costs its GPUs x the price of its GPU model (the fingerprint's gpu_name, matched
+    # exactly, else by the key as a substring: {"H200": 3.5} prices "NVIDIA H200"); a CPU trial
+    # costs the CPUs it asked for x cpu_hour_usd. Empty: no cost columns.
+    gpu_hour_usd: Dict[str, float] = field(default_factory=dict)   # per GPU model, USD per GPU-hour
+    cpu_hour_usd: Optional[float] = None                            # USD per CPU-core-hour, for CPU trials
+
+    def check(self) -> None:
+        for model, price in (self.gpu_hour_usd or {}).items():
+            _require(isinstance(price, (int, float)) and price > 0, f"cost.gpu_hour_usd.{model}",
+                     f"must be a positive price in USD per GPU-hour, got {price!r}")
+        _require(self.cpu_hour_usd is None or self.cpu_hour_usd > 0, "cost.cpu_hour_usd",
+                 f"must be a positive price in USD per CPU-hour, or null, got {self.cpu_hour_usd}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.gpu_hour_usd) or self.cpu_hour_usd is not None
 
 
 @dataclass
@@ -393,10 +422,15 @@ class RootConfig(TrialConfig):
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
 
     def check(self) -> None:
         super().check()
         self.analysis.check()
+        self.cost.check()
+        _require(self.analysis.objective != "cost" or self.cost.enabled, "analysis.objective",
+                 "is cost but no price is set: give cost.gpu_hour_usd (e.g. '+cost.gpu_hour_usd={H200:3.5}') "
+                 "or cost.cpu_hour_usd")
         self.wandb.check()
         self.mlflow.check()
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
@@ -420,7 +454,7 @@ _SECTIONS = {
     "DataConfig": DataConfig, "ImageConfig": ImageConfig, "DaliConfig": DaliConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
-    "MlflowConfig": MlflowConfig, "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
+    "MlflowConfig": MlflowConfig, "CostConfig": CostConfig, "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")
@@ -462,5 +496,6 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 __all__: List[str] = [
     "DataConfig", "ImageConfig", "DaliConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "RootConfig", "AnalysisConfig", "CostConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig",
+    "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

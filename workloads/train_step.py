@@ -331,6 +331,10 @@ def trial_figures(cfg, probe, per_rank: List[Dict[str, Any]]) -> Dict[str, Any]:
     for rank, figures in enumerate(per_rank):
         out.update({f"rank{rank}_{k}": v for k, v in figures.items() if _per_rank(k)})
     out.update(_max_over_ranks(per_rank, probe))
+    if train.data_source == "shards":   # for the analysis' shards and pinned-memory warnings (pitfalls.py)
+        from workloads.dataloader import shard_paths
+
+        out.update(num_shards=len(shard_paths(cfg.data)), batch_bytes=train.micro_batch * (cfg.data.seq_len + 1) * 4)
     return out
 
 

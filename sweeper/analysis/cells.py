@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import stats
+from sweeper.analysis import overlap, stats
 from sweeper.analysis.text import cell_label, short_keys, value_text
 from sweeper.schema import AnalysisConfig
 
@@ -75,6 +75,9 @@ class Analysis:
     noise_floor: Optional[stats.Comparison]
     notes: List[str]
     recommendation: Any = None   # recommend.Recommendation, or None
+    pitfalls: pd.DataFrame = field(default_factory=pd.DataFrame)   # trial_id, cell_id, cell, code, message
+    extra: List[Column] = field(default_factory=list)   # figures the analysis adds per cell: cost, scaling
+    cost_column: Optional[str] = None                   # usd_per_m_tokens / usd_per_m_samples, when priced
 
     @property
     def metric(self) -> str:
@@ -208,9 +211,11 @@ def repeat_table(summary: pd.DataFrame, steps: pd.DataFrame, figures: Sequence[s
         rows.append({"trial_id": row["trial_id"], "cell_id": row["cell_id"], "repeat": row["repeat"],
                      "is_baseline": row["is_baseline"], "started_at": row.get("started_at"),
                      **_repeat_figures(row, by_trial.get(row["trial_id"])),
-                     **{k: _float(row.get(k)) for k in figures}})
+                     **{k: _float(row.get(k)) for k in figures},
+                     **{k: math.nan for k in overlap.COLUMNS}, **overlap.trial_overlap(row)})
     columns = ["trial_id", "cell_id", "repeat", "is_baseline", "started_at", "p50", "p95", "mean",
-               "items_per_s", "steps", *(k for k in figures if k not in ("p50", "p95", "mean", "items_per_s"))]
+               "items_per_s", "steps", *(k for k in figures if k not in ("p50", "p95", "mean", "items_per_s")),
+               *overlap.COLUMNS]
     return pd.DataFrame(rows, columns=list(dict.fromkeys(columns)))
 
 
@@ -284,6 +289,7 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
+    out.update({name: _median(repeats[name]) for name in overlap.COLUMNS})
     if not groups:   # no steps on disk: the summary's figures, without intervals
         out["mean"] = _median(repeats["mean"])
         out["ci_over"] = "none"
@@ -453,8 +459,10 @@ def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline:
 
 
 def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisConfig] = None,
-            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = ()) -> Analysis:
-    """Cell figures, verdicts against the baseline, the noise floor and the recommendation of one run."""
+            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = (),
+            cost: Any = None) -> Analysis:
+    """Cell figures, verdicts against the baseline, the noise floor, pitfalls, cost, scaling
+    and the recommendation of one run. `cost`: the run's CostConfig (None: no cost columns)."""
     from sweeper.analysis.recommend import recommend
 
     cfg = cfg or AnalysisConfig()
@@ -483,8 +491,35 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     verdicts = verdict_table(cells, comparisons, baseline_id, cfg.metric) if not cells.empty else pd.DataFrame()
     notes += _notes(cells, repeats, floor, cfg, comparisons.get(cfg.metric, {}))
     analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes)
+    _add_findings(analysis, records, cost)
     analysis.recommendation = recommend(analysis, cfg)
     return analysis
+
+
+def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: Any) -> None:
+    """Pitfalls per trial (and their codes per cell), cost and scaling columns per cell."""
+    from sweeper.analysis import cost as costs
+    from sweeper.analysis.pitfalls import trial_pitfalls
+
+    cells = analysis.cells
+    if cells.empty:
+        return
+    labels = dict(zip(cells["cell_id"], cells["cell"]))
+    rows = [{"trial_id": r["trial_id"], "cell_id": r.get("cell_id"), "cell": labels.get(r.get("cell_id"), ""),
+             "code": p.code, "message": p.message} for r in records for p in trial_pitfalls(r)]
+    analysis.pitfalls = pd.DataFrame(rows, columns=["trial_id", "cell_id", "cell", "code", "message"])
+    by_cell = analysis.pitfalls.groupby("cell_id")["code"].agg(lambda c: ";".join(sorted(set(c)))).to_dict()
+    cells["pitfalls"] = [by_cell.get(c, "") for c in cells["cell_id"]]
+    cells, notes, column = costs.cost_columns(cells, records, cost, analysis.workload.items_label)
+    cells = costs.scaling_columns(cells, analysis.axes)
+    analysis.notes += notes
+    if column is not None:
+        unit = column.rsplit("_", 1)[-1]
+        analysis.cost_column = column
+        analysis.extra.append((column, f"$/M {unit}", 1.0, 4))
+    if "scaling_efficiency" in cells.columns:
+        analysis.extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
+    analysis.cells = cells
 
 
 def _notes(cells: pd.DataFrame, repeats: pd.DataFrame, floor: Optional[stats.Comparison],
