@@ -22,7 +22,7 @@ import torch.nn as nn
 
 from workloads.deepspeed_config import engine_config as deepspeed_config  # noqa: F401  (tests, docs name it here)
 from workloads.distributed import RankContext
-from workloads.model import GPT, ModelShape, checkpoint_blocks, torch_checkpoint
+from workloads.model import GPT, Checkpointed, ModelShape, checkpoint_blocks, torch_checkpoint
 from workloads.user_model import build_user_model, find_blocks, loss_of
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -61,10 +61,21 @@ def make_model(train, shape: ModelShape, checkpoint_fn=None) -> nn.Module:
 
 
 def model_notes(model: nn.Module) -> Dict[str, Any]:
-    """Parameters counted once (tied weights once), before any sharding; the blocks found."""
+    """Parameters counted once (tied weights once), before any sharding; the blocks found and
+    how many of them recompute their activations."""
     blocks = find_blocks(model)
     return {"n_params_counted": sum(p.numel() for p in model.parameters()),
-            "n_blocks": len(blocks) if blocks is not None else 0}
+            "n_blocks": len(blocks) if blocks is not None else 0,
+            "checkpointed_blocks": sum(isinstance(m, Checkpointed) for m in model.modules())}
+
+
+def wrap_notes(model: nn.Module, sync_mode: str, train) -> Dict[str, Any]:
+    """How the model was wrapped for its ZeRO stage, counted from the wrapped model itself."""
+    from torch.distributed.fsdp import FSDPModule
+
+    units = sum(isinstance(m, FSDPModule) for m in model.modules())
+    name = {"none": "bare", "ddp": "ddp+zero1" if train.zero_stage == 1 else "ddp"}.get(sync_mode, "fsdp2")
+    return {"parallel": name, "fsdp_units": units}
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
@@ -97,7 +108,8 @@ class NativeEngine:
         self.scaler = self._scaler(train, ctx)
         dtype = AMP_DTYPES.get(train.precision)
         self.autocast = (lambda: torch.autocast(ctx.device.type, dtype=dtype)) if dtype else contextlib.nullcontext
-        self.notes = {"fused_adamw_effective": "fused" in kwargs, "grad_scaler": self.scaler.is_enabled(), **counted}
+        self.notes = {"fused_adamw_effective": "fused" in kwargs, "grad_scaler": self.scaler.is_enabled(), **counted,
+                      **wrap_notes(self.model, self.sync_mode, train)}
 
     @staticmethod
     def _wrap(model: nn.Module, train, ctx: RankContext):

@@ -352,6 +352,7 @@ def trial_figures(cfg, probe, per_rank: List[Dict[str, Any]]) -> Dict[str, Any]:
         "loss_steps": rank0["steps_run"],
     }
     out.update({k: v for k, v in rank0.items() if k in ("fused_adamw_effective", "grad_scaler", "n_blocks",
+                                                         "checkpointed_blocks", "parallel", "fsdp_units",
                                                          "deepspeed_overridden")})
     for rank, figures in enumerate(per_rank):
         out.update({f"rank{rank}_{k}": v for k, v in figures.items() if _per_rank(k)})
