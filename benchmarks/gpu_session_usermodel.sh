@@ -40,14 +40,14 @@ import pandas as pd
 
 def table(folder):
     s = pd.read_csv(folder.rstrip("/") + "/summary.csv")
-    s["model"] = s.get("train.model", pd.Series(dtype=object)).fillna("preset gpt2-124m") if "train.model" in s else "?"
+    s["model"] = s["train.model"].fillna("preset gpt2-124m") if "train.model" in s else "?"
     return s
 
 step = table(sys.argv[1])
 ok = step[step["status"] == "ok"]
 print("\n== 1. step time (median over repeats of each trial's p50), bf16, B=16, one H200")
 p50 = ok.groupby("model")["step_p50_s"].median()
-print(ok.groupby("model")[["step_p50_s", "tokens_per_s", "mfu", "loss_final"]].median().to_string())
+print(ok.groupby("model")[[c for c in ("step_p50_s", "tokens_per_s", "mfu", "loss_final") if c in ok]].median().to_string())
 preset, user = p50.get("preset gpt2-124m"), p50.get("nanogpt_style:gpt")
 if preset and user:
     ratio = user / preset
@@ -58,9 +58,9 @@ for _, row in failed.iterrows():
     print("FAILED", row.get("model"), row.get("error_type"), str(row.get("error_message"))[-300:])
 
 zero = table(sys.argv[2])
-print(f"\n== 2. ZeRO 0-3, world size {int(zero['train.world_size'].iloc[0]) if 'train.world_size' in zero else '?'}")
-cols = [c for c in ("model", "train.zero_stage", "status", "step_p50_s", "step_p50_s_max_rank", "tokens_per_s", "mfu",
+print(f"\n== 2. ZeRO 0-3, world size {sorted(set(zero['world_size'].dropna().astype(int)))}")
+cols = [c for c in ("model", "zero_stage", "world_size", "status", "step_p50_s", "step_p50_s_max_rank", "tokens_per_s", "mfu",
                     "flops_source", "parallel", "fsdp_units", "peak_memory_allocated_gb", "loss_final", "error_type")
         if c in zero.columns]
-print(zero[cols].sort_values(["train.zero_stage", "model"]).to_string(index=False))
+print(zero[cols].sort_values(["zero_stage", "model"]).to_string(index=False))
 PY
