@@ -387,6 +387,7 @@ needs_deepspeed = pytest.mark.skipif(
     __import__("importlib").util.find_spec("deepspeed") is None, reason="DeepSpeed is not installed")
 
 
+@pytest.mark.slow
 @needs_deepspeed
 def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator(sweeper_cli, tmp_path, usergpt):
     """ZeRO 2 with reduce_scatter, contiguous_gradients and partitioned activation checkpoints, the JSON's

@@ -6,6 +6,9 @@
              3: FSDP2 fully_shard(reshard_after_forward=True)    + parameters sharded between uses
     deepspeed   deepspeed.initialize with zero_optimization.stage = train.zero_stage
 
+The model is the preset's GPT or the user's (`train.model`, workloads/user_model.py); its blocks
+(the first nn.ModuleList) are what activation checkpointing wraps and FSDP2 shards one by one.
+DeepSpeed's config is the engine's own or the user's JSON resolved (workloads/deepspeed_config.py).
 A single rank without a process group trains the bare model. An engine has three
 calls, `forward(x, y) -> loss`, `backward(loss, last)`, `step()`, so the training
 loop is the same for every stage and backend. With accumulation, gradients are

@@ -24,6 +24,7 @@ Defaults live in sweeper/schema.py (TrainConfig); the ones that matter:
     compile=false             torch.compile
     zero_stage=0              0 DDP | 1 DDP + ZeroRedundancyOptimizer | 2, 3 FSDP2 (see workloads/parallel.py)
     world_size=1              ranks, started by this trial (workloads/distributed.py)
+    model=null                a user's factory, package.module:factory (workloads/user_model.py)
     data_source=synthetic     synthetic: a fixed pool of random batches on the device, as nanoGPT's
                               bench.py (no loading cost; the model memorises the pool, so the loss falls);
                               shards: the dataloader workload's shards (data.*), so data waits show
