@@ -13,7 +13,7 @@ Tolerances, after 4 optimizer steps of the tiny shape (lr 3e-3, a pool of 2 micr
 
 The precision x accumulation x ZeRO grid is a fractional design (each level of each factor at
 least once, 4 points instead of 24): fp32/2/0, fp16/1/1, bf16/2/2, fp32/1/3 with activation
-checkpointing (and the Hugging Face-style model there too).
+checkpointing (the Hugging Face-style model at stages 0 and 3 too).
 """
 import json
 import math
@@ -312,7 +312,7 @@ GRID = [  # (precision, accum_steps, zero_stage, activation_checkpointing): each
 def grid_checks(mods):
     """Run in a fresh process: each grid point in a child forked from it (torch imported once; FSDP2
     and gloo state from one point's runs does not leak into the next), with the preset, the user's
-    model and, at stage 3, the Hugging Face-style model; one JSON line a run."""
+    model and, under DDP (stage 0) and FSDP2 (stage 3), the Hugging Face-style model; one JSON line a run."""
     import multiprocessing
 
     import workloads.train_step  # noqa: F401  torch and dynamo imported once, before the forks
@@ -334,7 +334,7 @@ def _grid_point(precision, accum, stage, checkpointing):
     from workloads.train_step import run
 
     torch.set_num_threads(2)
-    for model in [None, "usergpt:tiny_gpt"] + (["usergpt:hf_style"] if stage == 3 else []):
+    for model in [None, "usergpt:tiny_gpt"] + (["usergpt:hf_style"] if stage in (0, 3) else []):
         cfg = _step_cfg(world_size=2, precision=precision, accum_steps=accum, zero_stage=stage,
                         activation_checkpointing=checkpointing, model=model)
         probe = Probe(warmup_steps=1)
@@ -351,7 +351,7 @@ def test_user_model_matches_the_preset_through_precision_accumulation_and_zero(u
     code = f"from tests.test_user_model import grid_checks; grid_checks({str(usergpt)!r})"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     runs = [json.loads(line[4:]) for line in result.stdout.splitlines() if line.startswith("RUN ")]
-    assert len(runs) == 9, result.stdout[-3000:] + result.stderr[-3000:]
+    assert len(runs) == 10, result.stdout[-3000:] + result.stderr[-3000:]
     by_point = {}
     for r in runs:
         by_point.setdefault(tuple(r["point"]), {})[r["model"]] = r
