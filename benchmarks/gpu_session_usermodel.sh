@@ -28,7 +28,7 @@ newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
 
   echo "== 2. ZeRO 0-3 at world size $WORLD, user model and preset"
   timeout 240 python3 -m sweeper +sweep=zero 'train.model=null,nanogpt_style:gpt' train.zero_stage=0,1,2,3 \
-      train.world_size=$WORLD workload.steps=20 workload.warmup_steps=3 "${common[@]}"
+      train.world_size=$WORLD workload.steps=15 workload.warmup_steps=3 "${common[@]}"
   echo "-- exit $?"
 } 2>&1 | grep -v "authentication_token" > "$OUT/usermodel.log"
 tail -40 "$OUT/usermodel.log"
@@ -63,4 +63,11 @@ cols = [c for c in ("model", "zero_stage", "world_size", "status", "step_p50_s",
                     "flops_source", "parallel", "fsdp_units", "peak_memory_allocated_gb", "loss_final", "error_type")
         if c in zero.columns]
 print(zero[cols].sort_values(["zero_stage", "model"]).to_string(index=False))
+ok = zero[zero["status"] == "ok"]
+for stage, rows in ok.groupby("zero_stage"):
+    by = rows.set_index("model")
+    if {"preset gpt2-124m", "nanogpt_style:gpt"} <= set(by.index):
+        u, p = by.loc["nanogpt_style:gpt"], by.loc["preset gpt2-124m"]
+        print(f"stage {stage}: loss user - preset {u['loss_final'] - p['loss_final']:+.2e}, "
+              f"step time user / preset {u['step_p50_s'] / p['step_p50_s']:.3f}")
 PY
