@@ -450,3 +450,30 @@ def test_fp16_on_deepspeeds_cpu_accelerator_is_one_line_before_any_trial(sweeper
         f"this CPU has no AVX512-FP16 or AMX-FP16) and these trials run on CPUs (train.deepspeed_config='{path}' "
         f"asks for it too); use train.precision=bf16 or fp32, or GPUs")
     assert "Started a local Ray" not in result.stdout + result.stderr
+
+
+def test_the_loss_is_the_tensor_its_loss_or_a_tuples_last_element():
+    import torch
+
+    from workloads.user_model import loss_of
+
+    loss, logits = torch.tensor(2.5), torch.zeros(2, 3)
+    for output in (loss, {"loss": loss, "logits": logits}, (logits, loss), [logits, loss.reshape(1)]):
+        assert loss_of(output).item() == 2.5 and loss_of(output).dim() == 0
+    for output in (logits, (loss, logits), {"logits": logits}):
+        with pytest.raises(RuntimeError, match=r"^train.model: model\(inputs, targets\) returned \w+, from which no "
+                                               r"scalar loss was found"):
+            loss_of(output)
+
+
+def test_checkpointing_a_model_without_blocks_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "flat.py").write_text("import torch\ndef mlp(train):\n"
+                                      "    return torch.nn.Sequential(torch.nn.Linear(4, 4))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from workloads.model import torch_checkpoint
+    from workloads.parallel import make_model
+
+    train = TrainConfig(model="flat:mlp", activation_checkpointing=True)
+    with pytest.raises(RuntimeError, match=r"^train.activation_checkpointing=true but train.model='flat:mlp' has no "
+                                           r"nn.ModuleList of blocks to checkpoint$"):
+        make_model(train, None, torch_checkpoint)
