@@ -7,6 +7,8 @@ path. It is written apart from workloads/model.py, in nanoGPT's layout (`transfo
 the same order, so that with the same seed its losses must equal the engine's preset's.
 
 Tolerances, after 4 optimizer steps of the tiny shape (lr 3e-3, a pool of 2 micro-batches of 4):
+  - DeepSpeed building a JSON's AdamW ("auto" params) against the preset's native AdamW, fp32:
+    relative difference < 1e-5 (seen: equal)
   - user model against the preset, same precision x accumulation x ZeRO stage, 2 gloo ranks:
     relative difference < 1e-6 per step (seen: equal). A missing autocast would show: bf16 and
     fp32 differ by ~1e-5 relative at the first step and ~6e-5 at the fourth
@@ -325,6 +327,35 @@ def grid_checks(mods):
         if child.is_alive():
             child.kill()
             print(f"POINT TIMED OUT {point}", flush=True)
+    if __import__("importlib").util.find_spec("deepspeed") is not None:
+        child = multiprocessing.get_context("fork").Process(target=_deepspeed_builds_the_jsons_optimizer, args=(mods,))
+        child.start()
+        child.join(120)
+        if child.is_alive():
+            child.kill()
+
+
+DS_OPTIMIZER_JSON = {"train_batch_size": "auto", "zero_optimization": {"stage": "auto"},
+                     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                                               "weight_decay": "auto", "torch_adam": True}}}
+
+
+def _deepspeed_builds_the_jsons_optimizer(mods):
+    """DeepSpeed builds the JSON's optimizer from its "auto" params (torch's AdamW: no op to build)."""
+    import torch
+
+    from sweeper.probe import Probe
+    from workloads.train_step import run
+
+    torch.set_num_threads(2)
+    path = Path(mods) / "ds_optimizer.json"
+    path.write_text(json.dumps(DS_OPTIMIZER_JSON))
+    cfg = _step_cfg(world_size=2, backend="deepspeed", zero_stage=1, model="usergpt:tiny_gpt",
+                    deepspeed_config=str(path))
+    probe = Probe(warmup_steps=1)
+    figures = run(cfg, probe)
+    print("DEEPSPEED " + json.dumps({"losses": [r["loss"] for r in probe.rows],
+                                     "fused_adamw_effective": figures["fused_adamw_effective"]}), flush=True)
 
 
 def _grid_point(precision, accum, stage, checkpointing):
@@ -369,6 +400,13 @@ def test_user_model_matches_the_preset_through_precision_accumulation_and_zero(u
     assert [by_point[p][None]["parallel"] for p in sorted(by_point, key=lambda p: p[2])] == \
            ["ddp", "ddp+zero1", "fsdp2", "fsdp2"]
     assert by_point[("bf16", 2, 2, False)][None]["fsdp_units"] == 3
+    deepspeed = [json.loads(line[10:]) for line in result.stdout.splitlines() if line.startswith("DEEPSPEED ")]
+    if __import__("importlib").util.find_spec("deepspeed") is not None:
+        # the JSON's optimizer, its lr, betas, eps and decay filled from the trial, trains as the engine's AdamW:
+        # fp32, one micro-batch a step, ZeRO 1 against the preset at stage 3 (stages agree in fp32; checkpointing
+        # changes no loss)
+        assert len(deepspeed) == 1, result.stdout[-3000:] + result.stderr[-3000:]
+        assert deepspeed[0]["losses"] == pytest.approx(by_point[("fp32", 1, 3, True)][None]["losses"], rel=1e-5)
 
 
 # -- through `python -m sweeper`: DeepSpeed with the seed article's JSON, and what it refuses -----
