@@ -67,6 +67,7 @@ class Probe:
         self.profile = profile or Profile()
         self.nvtx = nvtx if self.profile.nvtx else None
         self.figures: Dict[str, Any] = {}      # trial-level: time to first batch, threads, ...
+        self.out_dir: Optional[Path] = None    # the trial folder's scratch: files written here come back with it
         self.warnings: List[str] = []
         self._rows: List[Dict[str, Any]] = []
         self._pending: Deque[_Pending] = collections.deque()
@@ -86,6 +87,7 @@ class Probe:
         parts, warnings = probe_parts(cfg, device, warmup_steps, out_dir)
         probe = cls(warmup_steps, **parts)
         probe.warnings.extend(warnings)
+        probe.out_dir = Path(out_dir) if out_dir is not None else None
         return probe
 
     # -- lifetime ----------------------------------------------------------------------

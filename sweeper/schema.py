@@ -73,6 +73,12 @@ class DaliConfig:
                  f"must be between 0 and 1, got {self.hw_decoder_load}")
 
 
+def _is_import_path(value: Any) -> bool:
+    """'package.module:name' with both parts non-empty."""
+    module, sep, name = str(value).partition(":")
+    return bool(sep and module.strip() and name.strip() and ":" not in name)
+
+
 @dataclass
 class DataConfig:
     # Synthetic shards are made on first use unless `url` names the user's own.
@@ -319,6 +325,12 @@ class TrainConfig:
     phase_sync: bool = False             # GPU sync at each phase edge: only for a host-clock probe (the trial's
                                          # probe times GPU phases with CUDA events and needs none)
     dist_timeout_s: float = 300.0        # a collective stuck this long fails the trial
+    # A user's own model and data (docs/train_step.md, "Your own model"); null: the preset's GPT and
+    # the synthetic pool or the shards. Each is "package.module:name", imported in the trial.
+    model: Optional[str] = None          # factory(train) -> torch.nn.Module, called as model(inputs, targets)
+    batch: Optional[str] = None          # function(train, rank, world_size, seed) -> iterable of (inputs, targets)
+    flops_per_token: Optional[float] = None  # training FLOPs a token, for MFU; null: 6 N + attention, estimated
+    deepspeed_config: Optional[str] = None   # a DeepSpeed JSON as the base; the trial's axes override its fields
 
     def shape(self) -> Dict[str, int]:
         """The model's shape: the preset's, with any explicit value in its place."""
@@ -341,6 +353,16 @@ class TrainConfig:
             _require(getattr(self, name) > 0, f"train.{name}", f"must be positive, got {getattr(self, name)}")
         _require(self.weight_decay >= 0, "train.weight_decay", "must be 0 or more")
         _require(self.peak_flops is None or self.peak_flops > 0, "train.peak_flops", "must be positive or null")
+        _require(self.flops_per_token is None or self.flops_per_token > 0, "train.flops_per_token",
+                 "must be positive or null (null: estimated as 6 N + attention from the model's parameters)")
+        for name in ("model", "batch"):
+            value = getattr(self, name)
+            _require(value is None or _is_import_path(value), f"train.{name}",
+                     f"must look like 'package.module:name', got {value!r}")
+        _require(self.deepspeed_config is None or self.backend == "deepspeed", "train.deepspeed_config",
+                 f"is a DeepSpeed config but train.backend={self.backend}; set train.backend=deepspeed")
+        _require(self.batch is None or self.data_source == "synthetic", "train.batch",
+                 f"makes the batches, so train.data_source={self.data_source} has no effect; leave it synthetic")
         if self.data_source == "shards" and data is not None:
             self._check_shards(data, shape)
 

@@ -10,6 +10,8 @@ from typing import Any, Dict, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.spec import WorkloadSpec, Wants
+from workloads.deepspeed_config import cpu_flags, fp16_refused_on_cpu, load_json, resolve
+from workloads.user_model import check_import_path
 
 # What a trial of either workload imports anyway; none of it starts CUDA.
 _COMMON_PRELOAD = ("torch", "numpy", "webdataset")
@@ -85,15 +87,50 @@ def halve_micro_batch(cfg) -> Optional[Dict[str, Any]]:
 
 
 def check_step(cfg) -> None:
-    if cfg.train.data_source == "shards":
+    train = cfg.train
+    if train.data_source == "shards":
         check_shards(cfg)
         if (cfg.data.loader, cfg.data.kind) != ("torch", "tokens"):
             raise ConfigError(f"data.loader={cfg.data.loader} data.kind={cfg.data.kind}: the training step reads "
                               f"token shards with the torch loader only; set data.loader=torch data.kind=tokens")
+    for key in ("model", "batch"):                 # found without importing them (or torch)
+        if getattr(train, key):
+            problem = check_import_path(getattr(train, key), f"train.{key}")
+            if problem:
+                raise ConfigError(problem)
+    if train.deepspeed_config:
+        check_deepspeed_json(cfg)
+
+
+def check_deepspeed_json(cfg) -> None:
+    """The user's DeepSpeed JSON as this trial would run it: every contradiction, one line each."""
+    train = cfg.train
+    key = f"train.deepspeed_config={train.deepspeed_config!r}"
+    try:
+        user = load_json(train.deepspeed_config)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    steps = cfg.workload.warmup_steps + cfg.workload.steps
+    resolved = resolve(train, train.world_size, user, train.shape()["n_embd"], cfg.workload.warmup_steps, steps)
+    if resolved.problems:
+        raise ConfigError("\n".join(f"{key}: {p}" for p in resolved.problems))
+
+
+def check_step_device(cfg, device: str) -> None:
+    """fp16 through DeepSpeed on CPUs: its CPU accelerator refuses it unless oneDNN has fp16
+    (this machine's CPU flags stand for the workers')."""
+    train = cfg.train
+    if train.backend == "deepspeed" and train.precision == "fp16" and device == "cpu" \
+            and fp16_refused_on_cpu(cpu_flags()):
+        source = f" (train.deepspeed_config={train.deepspeed_config!r} asks for it too)" if train.deepspeed_config else ""
+        raise ConfigError(f"train.precision=fp16: DeepSpeed's CPU accelerator refuses fp16 here (is_fp16_supported() "
+                          f"is false: this CPU has no AVX512-FP16 or AMX-FP16) and these trials run on CPUs{source}; "
+                          f"use train.precision=bf16 or fp32, or GPUs")
 
 
 TRAIN_STEP = WorkloadSpec(
-    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step, resources=step_wants,
+    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step,
+    check_device=check_step_device, resources=step_wants,
     preload=_COMMON_PRELOAD + ("workloads.train_step",), shrink=halve_micro_batch, items_label="samples",
     headline=(("tokens_per_s", "tokens/s", 1.0, 0), ("mfu", "MFU %", 100.0, 1),
               ("loss_final", "loss", 1.0, 4)),
