@@ -124,4 +124,9 @@ def verdicts_text(analysis) -> str:
     warnings = tables.pitfall_lines(analysis)
     if warnings:
         lines += ["", "warnings (docs/analysis.md#warnings):"] + [f"  - {line}" for line in warnings]
+    header, rows = tables.fleet(analysis)
+    if rows:
+        numeric = {i for i, h in enumerate(header) if h not in ("cell", "device", "node", "verdict", "outlier")}
+        lines += ["", "fleet: each device against its peers (significantly slower and beyond the minimum "
+                  "effect: OUTLIER):", text_table(header, rows, numeric)]
     return "\n".join(lines)

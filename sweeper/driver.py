@@ -10,24 +10,27 @@ After the last one, one analysis of the run feeds every view.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sweeper import display, exitcodes
-from sweeper.errors import SweeperError
+from sweeper.errors import ConfigError, SweeperError
 from sweeper.executors import Executor, TrialLost, make_executor
 from sweeper.executors.local import this_machine
-from sweeper.plan import ClusterShape, Trial, plan_trials, shrunk, swept_keys
+from sweeper.plan import (ClusterShape, Trial, next_repeat, plan_trials, shrunk, spread_over_fleet, swept_keys,
+                          wants_another_repeat)
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
-from sweeper.results import read_records, run_dir, write_summary, write_trial
+from sweeper.results import read_records, run_dir, write_bytes_atomic, write_summary, write_trial
 from sweeper.schema import RootConfig
 from sweeper.spec import preload_of, spec_for
 
@@ -77,7 +80,17 @@ def check_prices(root: RootConfig, trials: List[Trial]) -> None:
 
 
 def run_sweep(jobs: List[Job], fresh: Path) -> int:
-    """Runs the jobs' grid; returns the exit code (sweeper.exitcodes)."""
+    """Runs the jobs' grid; returns the exit code (sweeper.exitcodes). A suite
+    (overnight.sweeps, +sweep=overnight) runs its sweeps instead (sweeper/overnight.py)."""
+    if jobs and jobs[0].config.overnight.sweeps:
+        from sweeper.overnight import run_suite
+
+        if len(jobs) > 1:
+            print(f"error: overnight.sweeps: a suite takes single values on its command line, not a grid "
+                  f"({len(jobs)} jobs); put the axes into a sweep's file (conf/sweep/NAME.yaml)", file=sys.stderr)
+            _drop_if_empty(fresh)
+            return exitcodes.USAGE
+        return run_suite(jobs[0], fresh)
     try:
         root = jobs[0].config
         run = resolve_run(root, fresh)
@@ -105,9 +118,44 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
 
 
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
+    """The trials to start with: `repeats` of each cell (adaptive: its min_repeats; more come
+    as cells settle or not), each once per device of the fleet with resources.every_device."""
     baseline = (jobs[0].values.get("analysis") or {}).get("baseline")
-    return plan_trials([(j.overrides, j.config) for j in jobs], shape, root.repeats, baseline, root.order,
-                       root.order_seed)
+    repeats = root.adaptive.min_repeats if root.adaptive.enabled else root.repeats
+    trials = plan_trials([(j.overrides, j.config) for j in jobs], shape, repeats, baseline, root.order,
+                         root.order_seed)
+    if not root.resources.every_device:
+        return trials
+    if root.executor != "ray":
+        raise ConfigError("resources.every_device: trials are pinned to GPUs and nodes by Ray; "
+                          "use executor=ray (the default)")
+    return spread_over_fleet(trials, shape)
+
+
+def in_groups(trials: List[Trial]) -> List[List[Trial]]:
+    """Trials that start together: a fleet group (one per device), else each alone."""
+    groups: List[List[Trial]] = []
+    for t in trials:
+        if t.group and groups and groups[-1][0].group == t.group:
+            groups[-1].append(t)
+        else:
+            groups.append([t])
+    return groups
+
+
+def window_size(root: RootConfig, trials: List[Trial], shape: ClusterShape) -> Optional[int]:
+    """How many trials may wait at the executor at once. All of them (None) unless what runs
+    is decided as the sweep goes: a deadline, adaptive repeats, or the fleet (one group at a
+    time, so that each device of the group gets exactly one trial)."""
+    if root.resources.every_device:
+        return 1
+    if not (root.adaptive.enabled or root.overnight.deadline) or not trials:
+        return None
+    first = trials[0]
+    slots = sum(int(c // max(first.num_cpus, 1e-9)) for c in shape.node_cpus)
+    if first.num_gpus > 0:
+        slots = min(slots, sum(int(g // first.num_gpus) for g in shape.node_gpus))
+    return max(1, slots)
 
 
 def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
@@ -192,6 +240,10 @@ class Sweep:
         self.summary_stale = False
         self.stop = threading.Event()
         self.trackers_of = lambda record: dict(record.trackers)
+        self.queue: deque = deque()                 # groups of trials not yet submitted
+        self.window: Optional[int] = None           # None: everything submitted at once
+        self.shape: Optional[ClusterShape] = None
+        self.skipped: List[Dict[str, Any]] = []     # trials the deadline kept from starting
 
     def run_trials(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
         from sweeper import publishers
@@ -208,10 +260,10 @@ class Sweep:
         self.progress = Progress(self.total)
         self.progress.advance(len(done))
         previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.shape, self.window = shape, window_size(self.root, trials, shape)
+        self.queue.extend(in_groups([t for t in trials if t.trial_id not in done]))
         try:
-            for trial in trials:
-                if trial.trial_id not in done:
-                    self.start(trial, self.jobs[trial.index].values)
+            self.fill()
             self.loop()
             return exitcodes.OK
         except KeyboardInterrupt:
@@ -225,6 +277,8 @@ class Sweep:
                 self.progress.close()
             if self.summary_stale:
                 self.write_summary()
+            if self.root.overnight.deadline is not None:
+                self.write_skipped()
 
     def _interrupt(self, signum, frame):
         """Ctrl-C and SIGTERM raise KeyboardInterrupt and leave a flag the loop checks between
@@ -248,6 +302,61 @@ class Sweep:
                 raise KeyboardInterrupt
             for handle in done:
                 self.handle(handle, self.pending.pop(handle))
+            self.fill()
+
+    # -- what starts next: the window, the deadline, adaptive repeats ------------------
+    def fill(self) -> None:
+        """Submits queued groups while the window has room; past the deadline, none."""
+        while self.queue:
+            if self.past_deadline():
+                self.skip_rest()
+                return
+            group = self.queue[0]
+            if self.window is not None and self.pending and len(self.pending) + len(group) > self.window:
+                return
+            self.queue.popleft()
+            for trial in group:
+                self.start(trial, self.jobs[trial.index].values)
+
+    def past_deadline(self) -> bool:
+        deadline = self.root.overnight.deadline
+        return deadline is not None and time.time() >= deadline
+
+    def skip_rest(self) -> None:
+        """The night is over: what is queued does not start, and says so."""
+        left = [t for group in self.queue for t in group]
+        self.queue.clear()
+        self.skipped += [{"trial_id": t.trial_id, "cell_id": t.cell_id, "repeat": t.repeat,
+                          "overrides": list(t.overrides), "reason": "deadline"} for t in left]
+        print(f"budget: the deadline passed; {len(left)} trial(s) not started "
+              f"(listed in {self.run / 'skipped.json'}): {' '.join(t.trial_id for t in left[:8])}"
+              f"{' ...' if len(left) > 8 else ''}", file=sys.stderr, flush=True)
+
+    def write_skipped(self) -> None:
+        self.run.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(self.run / "skipped.json", json.dumps(self.skipped, indent=1).encode())
+
+    def maybe_repeat(self, record: TrialRecord, attempt: Attempt) -> None:
+        """Adaptive repeats: once a cell's repeats have all ended, one more round of it while
+        its throughput interval is too wide (plan.wants_another_repeat)."""
+        if not self.root.adaptive.enabled or self.stop.is_set():
+            return
+        cell = attempt.trial.cell_id
+        mine = [r for r in self.records.values() if r.cell_id == cell]
+        running = sum(1 for a in self.pending.values() if a.trial.cell_id == cell)
+        running += sum(1 for g in self.queue for t in g if t.cell_id == cell)
+        rounds = {r.trial_id.split("-")[1] for r in mine}
+        unsettled = any(wants_another_repeat(values, len(rounds), failed, running, self.root.adaptive)
+                        for values, failed in _per_device(mine).values())
+        if not unsettled:
+            return
+        repeat = 1 + max([r.repeat for r in mine] + [t.repeat for g in self.queue for t in g if t.cell_id == cell])
+        more = [next_repeat(attempt.trial, repeat)]
+        if self.root.resources.every_device:
+            more = spread_over_fleet(more, self.shape)
+        self.queue.extend(in_groups(more))
+        if self.progress is not None:
+            self.progress.grow(len(more))
 
     def handle(self, handle: Any, attempt: Attempt) -> None:
         try:
@@ -261,6 +370,7 @@ class Sweep:
             return
         self.finish(record, attempt, files)
         self.maybe_shrink(record, attempt)
+        self.maybe_repeat(record, attempt)
 
     def should_retry(self, record: TrialRecord, attempt: Attempt) -> bool:
         lost = record.status == "failed" and (record.error_type in RETRYABLE_ERRORS or record.pid is None)
@@ -299,7 +409,10 @@ class Sweep:
         for handle in self.executor.wait(list(self.pending), 0, all_ready=True) if self.pending else []:
             self.handle_quietly(handle, self.pending.pop(handle))
         self.executor.cancel(list(self.pending))
-        for attempt in self.pending.values():
+        queued = [Attempt(t, {**t.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": None},
+                          self.jobs[t.index].values) for group in self.queue for t in group]
+        self.queue.clear()                  # not yet submitted (a window was in use): cancelled rows too
+        for attempt in [*self.pending.values(), *queued]:
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type="Interrupted",
                                              error_message="the sweep was interrupted"), attempt, {})
         self.pending.clear()
@@ -311,3 +424,18 @@ class Sweep:
         except Exception as exc:   # cancelled or lost on the way: record it so
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type=type(exc).__name__,
                                              error_message="the sweep was interrupted"), attempt, {})
+
+
+def _per_device(records: List[TrialRecord]) -> Dict[str, tuple]:
+    """A cell's throughput per repeat and its failures, per device of the fleet (the trial
+    id's last part, n0g1) or all together: (values, failed)."""
+    out: Dict[str, tuple] = {}
+    for r in records:
+        parts = r.trial_id.split("-")
+        values, failed = out.get(parts[2] if len(parts) > 2 else "", ([], 0))
+        if r.status == "ok":
+            values = values + [float(r.summary.get("items_per_s", float("nan")))]
+        else:
+            failed += 1
+        out[parts[2] if len(parts) > 2 else ""] = (values, failed)
+    return out

@@ -19,7 +19,7 @@ from sweeper.spec import Wants, spec_for
 
 # Keys that say where or how a run happens, not what a trial measures: never part of the id.
 _ID_EXCLUDED = {"data.cache_dir", "resources.timeout_s", "resources.on_oom", "resources.max_retries",
-                "resources.memory_limit_gb", "train.dist_timeout_s", "workload.spec"}
+                "resources.memory_limit_gb", "resources.every_device", "train.dist_timeout_s", "workload.spec"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class ClusterShape:
     """What the scheduler can place onto: per-node CPU and GPU counts."""
     node_cpus: Sequence[float]
     node_gpus: Sequence[float]
+    node_ids: Sequence[str] = ()       # the scheduler's ids of the nodes, where it has them (Ray)
 
     @property
     def has_gpus(self) -> bool:
@@ -47,6 +48,8 @@ class Trial:
     repeat: int = 0
     is_baseline: bool = False
     workload: str = ""                 # its spec's name
+    node: Optional[str] = None         # the fleet: the node this trial is pinned to (resources.every_device)
+    group: str = ""                    # the fleet: trials that start together, one per device (cell-repeat)
 
     def spec(self, sweep: str, run_id: str, driver_pid: Optional[int] = None) -> Dict[str, Any]:
         """What the trial runner (sweeper.trial.execute) receives."""
@@ -55,7 +58,7 @@ class Trial:
                 "is_baseline": self.is_baseline, "index": self.index, "config": self.config,
                 "overrides": self.overrides, "swept": self.swept, "num_cpus": self.num_cpus,
                 "num_gpus": self.num_gpus, "sweep": sweep, "run_id": run_id, "driver_pid": driver_pid,
-                "workload_spec": workload.describe(), "preload": list(workload.preload)}
+                "workload_spec": workload.describe(), "preload": list(workload.preload), "node": self.node}
 
 
 def cell_id(cfg: TrialConfig, workload: str) -> str:
@@ -95,6 +98,8 @@ def _non_default(value: Any, default: Any, prefix: str) -> Dict[str, Any]:
 
 
 _MISSING = object()
+# Sections that say how a sweep runs (a suite passes them to its sweeps), never a grid's axis.
+_HOW_NOT_WHAT = ("adaptive", "overnight")
 
 
 def override_key(override: str) -> str:
@@ -110,7 +115,7 @@ def swept_keys(all_overrides: Sequence[Sequence[str]]) -> List[str]:
     for overrides in all_overrides:
         for o in overrides:
             key = override_key(o)
-            if "=" in o and "." in key:
+            if "=" in o and "." in key and key.split(".")[0] not in _HOW_NOT_WHAT:
                 seen.setdefault(key, set()).add(o.split("=", 1)[1])
     varying = [k for k, values in seen.items() if len(values) > 1]
     return varying if varying or len(all_overrides) > 1 else list(seen)
@@ -247,3 +252,47 @@ def shrunk(trial: Trial) -> Optional[Trial]:
     overrides = [o for o in trial.overrides if override_key(o) not in changes] + extra
     cid = cell_id(cfg, spec.name)
     return dataclasses.replace(trial, config=cfg, cell_id=cid, trial_id=f"{cid}-{trial.repeat}", overrides=overrides)
+
+
+# -- the fleet (resources.every_device) -------------------------------------------------
+def fleet_targets(trial: Trial, cluster: ClusterShape) -> List[tuple[Optional[str], int]]:
+    """(node id, slot) for each device a trial of this cell runs on: every whole GPU request
+    that fits on each node for a GPU cell, each node once for a CPU cell. Which GPU a slot
+    gets is Ray's choice; the record names it (its fingerprint's GPU UUID)."""
+    ids: List[Optional[str]] = list(cluster.node_ids) or [None] * len(cluster.node_cpus)
+    if trial.num_gpus <= 0:
+        return [(node, 0) for node in ids]
+    return [(node, slot) for node, gpus in zip(ids, cluster.node_gpus)
+            for slot in range(int(gpus // trial.num_gpus))]
+
+
+def spread_over_fleet(trials: Sequence[Trial], cluster: ClusterShape) -> List[Trial]:
+    """Each trial once per device (fleet_targets), as a group that starts together; the
+    trial id gains the node's and the slot's index so every one has a folder of its own."""
+    out: List[Trial] = []
+    for trial in trials:
+        group = f"{trial.cell_id}-{trial.repeat}"
+        ids = list(cluster.node_ids) or [None] * len(cluster.node_cpus)
+        for node, slot in fleet_targets(trial, cluster):
+            where = f"n{ids.index(node)}" + (f"g{slot}" if trial.num_gpus > 0 else "")
+            out.append(dataclasses.replace(trial, trial_id=f"{group}-{where}", node=node, group=group))
+    return out
+
+
+# -- adaptive repeats (adaptive.enabled) ------------------------------------------------
+def wants_another_repeat(values: Sequence[float], finished: int, failed: int, running: int, adaptive) -> bool:
+    """Whether a cell gets one more repeat: BenchmarkDotNet's rule. Not while some of its
+    repeats still run, nor once one failed (its row says why; the night goes elsewhere), nor
+    at adaptive.max_repeats; otherwise while the interval of its throughput over repeats is
+    wider than adaptive.rel_halfwidth of the mean (or cannot be computed yet)."""
+    from sweeper.analysis.stats import mean_rel_halfwidth
+
+    if running or failed or finished >= adaptive.max_repeats:
+        return False
+    halfwidth = mean_rel_halfwidth(values, adaptive.confidence)
+    return not halfwidth <= adaptive.rel_halfwidth
+
+
+def next_repeat(cell: Trial, repeat: int) -> Trial:
+    """Repeat number `repeat` of a cell (the template: any trial of it)."""
+    return _repeat_of(dataclasses.replace(cell, node=None, group=""), repeat)

@@ -150,6 +150,8 @@ class ResourcesConfig:
     memory_limit_gb: Optional[float] = None  # host address space a trial may add (RLIMIT_AS); None: no cap
     on_oom: str = "record"               # record: an "oom" row; halve: retry with half the (micro-)batch
     max_retries: int = 0                 # re-runs of a trial whose process or node died
+    every_device: bool = False           # the fleet: each trial once on every GPU (GPU cells) or every node
+                                         # (CPU cells) of the host or Ray cluster, pinned by Ray (docs/overnight.md)
 
     def check(self) -> None:
         _require(self.isolation in ISOLATION_MODES, "resources.isolation",
@@ -161,6 +163,45 @@ class ResourcesConfig:
                  "must be positive or null")
         _require(self.on_oom in ON_OOM, "resources.on_oom", f"must be one of {ON_OOM}, got {self.on_oom!r}")
         _require(self.max_retries >= 0, "resources.max_retries", "must be 0 or more")
+
+
+@dataclass
+class AdaptiveConfig:
+    # Adaptive repeats (BenchmarkDotNet's stopping rule): each cell runs min_repeats, then one
+    # more at a time until the confidence interval of its throughput over repeats is within
+    # rel_halfwidth of its mean, or it reaches max_repeats. Off: `repeats` fixed repeats.
+    enabled: bool = False
+    min_repeats: int = 3
+    max_repeats: int = 10
+    rel_halfwidth: float = 0.02          # half-width of the interval / mean: 0.02 = 2%
+    confidence: float = 0.95
+
+    def check(self) -> None:
+        _require(self.min_repeats >= 2, "adaptive.min_repeats", f"must be 2 or more (an interval needs two), got {self.min_repeats}")
+        _require(self.max_repeats >= self.min_repeats, "adaptive.max_repeats",
+                 f"must be at least adaptive.min_repeats={self.min_repeats}, got {self.max_repeats}")
+        _require(self.rel_halfwidth > 0, "adaptive.rel_halfwidth", f"must be positive (0.02 = 2%), got {self.rel_halfwidth}")
+        _require(0 < self.confidence < 1, "adaptive.confidence", f"must be between 0 and 1, got {self.confidence}")
+
+
+@dataclass
+class OvernightConfig:
+    # A suite of sweeps safe to start from cron or a systemd timer (sweeper/overnight.py, docs/overnight.md).
+    sweeps: List[str] = field(default_factory=list)  # empty: an ordinary sweep; names: run each in turn
+    budget_s: Optional[float] = None     # the night's length: past it nothing new starts; null: no limit
+    lock_file: str = "~/.cache/sweeper/overnight.lock"  # one suite at a time per lock file (fcntl.flock)
+    deadline: Optional[float] = None     # epoch seconds after which a sweep starts no trial (the suite sets it)
+    alerts: Optional[str] = None         # the regression check, "module:function" (night folder, night.json dict)
+                                         # -> list of alerts; any alert: exit 3. null: failures alone decide
+
+    def check(self) -> None:
+        _require(self.budget_s is None or self.budget_s > 0, "overnight.budget_s", f"must be positive or null, got {self.budget_s}")
+        _require(bool(str(self.lock_file).strip()), "overnight.lock_file", "must be a path")
+        _require(self.alerts is None or ":" in self.alerts, "overnight.alerts",
+                 f"must look like 'package.module:function', got {self.alerts!r}")
+        for name in self.sweeps:
+            _require(isinstance(name, str) and name and name != "overnight", "overnight.sweeps",
+                     f"must list sweep names (sweeper/conf/sweep/*.yaml) other than overnight, got {name!r}")
 
 
 @dataclass
@@ -445,6 +486,8 @@ class RootConfig(TrialConfig):
     report: ReportConfig = field(default_factory=ReportConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     cost: CostConfig = field(default_factory=CostConfig)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    overnight: OvernightConfig = field(default_factory=OvernightConfig)
 
     def check(self) -> None:
         super().check()
@@ -453,6 +496,8 @@ class RootConfig(TrialConfig):
         _require(self.analysis.objective != "cost" or self.cost.enabled, "analysis.objective",
                  "is cost but no price is set: give cost.gpu_hour_usd (e.g. '+cost.gpu_hour_usd={H200:3.5}') "
                  "or cost.cpu_hour_usd")
+        self.adaptive.check()
+        self.overnight.check()
         self.wandb.check()
         self.mlflow.check()
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
@@ -477,6 +522,7 @@ _SECTIONS = {
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
     "MlflowConfig": MlflowConfig, "CostConfig": CostConfig, "ReportConfig": ReportConfig, "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
+    "AdaptiveConfig": AdaptiveConfig, "OvernightConfig": OvernightConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")

@@ -130,3 +130,21 @@ def starts_escapees(cfg, probe):
     if then == "hang":
         time.sleep(3600)
     return quick(cfg, probe)
+
+
+def noisy(cfg, probe):
+    """Sleeps workload.params.sleep_s per step, times a factor that alternates between 1
+    and params.swing from one run to the next (a count kept in params.counter_file): a cell
+    whose throughput never settles. swing=1 (or no counter file): a quiet cell."""
+    swing, counter = float(cfg.workload.params.get("swing", 1.0)), cfg.workload.params.get("counter_file")
+    factor = 1.0
+    if counter:
+        counter = f"{counter}.{swing:g}"       # one count per cell
+        runs = int(open(counter).read() or 0) if os.path.exists(counter) else 0
+        with open(counter, "w") as f:
+            f.write(str(runs + 1))
+        factor = swing if runs % 2 else 1.0
+    for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
+        with probe.step(items=1):
+            time.sleep(cfg.workload.params.get("sleep_s", 0.02) * factor)
+    return {}

@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import overlap, stats
+from sweeper.analysis import stats
+from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.text import cell_label, short_keys, value_text
 from sweeper.schema import AnalysisConfig
 
@@ -78,6 +80,7 @@ class Analysis:
     pitfalls: pd.DataFrame = field(default_factory=pd.DataFrame)   # trial_id, cell_id, cell, code, message
     extra: List[Column] = field(default_factory=list)   # figures the analysis adds per cell: cost, scaling
     cost_column: Optional[str] = None                   # usd_per_m_tokens / usd_per_m_samples, when priced
+    fleet: pd.DataFrame = field(default_factory=pd.DataFrame)   # each device against its peers (analysis/fleet.py)
 
     @property
     def metric(self) -> str:
@@ -289,7 +292,11 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
-    out.update({name: _median(repeats[name]) for name in overlap.COLUMNS})
+    fleet = fleet_table(records, repeats, cfg, seed)
+    notes += _fleet_notes(fleet)
+    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
+                        fleet=fleet)
+    _add_findings(analysis, records, cost)
     if not groups:   # no steps on disk: the summary's figures, without intervals
         out["mean"] = _median(repeats["mean"])
         out["ci_over"] = "none"
@@ -492,6 +499,12 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     notes += _notes(cells, repeats, floor, cfg, comparisons.get(cfg.metric, {}))
     analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes)
     _add_findings(analysis, records, cost)
+
+
+    fleet = fleet_table(records, repeats, cfg, seed)
+    notes += _fleet_notes(fleet)
+    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
+                        fleet=fleet)
     analysis.recommendation = recommend(analysis, cfg)
     return analysis
 
@@ -520,6 +533,11 @@ def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: A
     if "scaling_efficiency" in cells.columns:
         analysis.extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
     analysis.cells = cells
+def _fleet_notes(fleet: pd.DataFrame) -> List[str]:
+    slow = fleet[fleet["outlier"]] if not fleet.empty else fleet
+    return [f"fleet: {row['device']} (node {str(row['node'])[:12]}) is slower than its peers on cell "
+            f"{row['cell_id']}: {row['ratio']:.3f}x their items/s, p {row['p_adj']:.3g} after Holm"
+            for row in slow.to_dict("records")]
 
 
 def _notes(cells: pd.DataFrame, repeats: pd.DataFrame, floor: Optional[stats.Comparison],

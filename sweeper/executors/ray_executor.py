@@ -57,7 +57,17 @@ def _run_on_worker(spec: Dict[str, Any], timeout_s: float, node_zygote: Optional
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "") if spec["num_gpus"] > 0 else ""
     outcome = shared_host(node_zygote, spec.get("preload", ())).run(spec, timeout_s, {"CUDA_VISIBLE_DEVICES": gpus})
     outcome.record.worker_pid = os.getpid()
+    outcome.record.fingerprint["ray_node_id"] = _node_id()    # the fleet keys results by node (and GPU UUID)
     return outcome
+
+
+def _node_id() -> Optional[str]:
+    import ray
+
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:
+        return None
 
 
 class RayExecutor(Executor):
@@ -100,9 +110,10 @@ class RayExecutor(Executor):
     def _shape(self) -> ClusterShape:
         import ray
 
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
         return ClusterShape(node_cpus=[n["Resources"].get("CPU", 0.0) for n in nodes],
-                            node_gpus=[n["Resources"].get("GPU", 0.0) for n in nodes])
+                            node_gpus=[n["Resources"].get("GPU", 0.0) for n in nodes],
+                            node_ids=[n["NodeID"] for n in nodes])
 
     def describe(self, shape: ClusterShape) -> str:
         where = f"Ray at {self.cfg.address}" if self.cfg.address else "a local Ray"
@@ -117,8 +128,13 @@ class RayExecutor(Executor):
             # only in each trial's own child process, so nothing of one trial stays behind.
             self.remote = ray.remote(max_calls=0)(_run_on_worker)
         node_zygote = self.zygote.socket_path if self.zygote is not None and self.started_ray else None
-        task = self.remote.options(num_cpus=trial.num_cpus, num_gpus=trial.num_gpus, max_retries=0,
-                                   name=f"trial-{trial.trial_id}")
+        options: Dict[str, Any] = dict(num_cpus=trial.num_cpus, num_gpus=trial.num_gpus, max_retries=0,
+                                       name=f"trial-{trial.trial_id}")
+        if trial.node is not None:      # the fleet: this node and no other (soft=False: wait for it)
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=trial.node, soft=False)
+        task = self.remote.options(**options)
         return task.remote(spec, trial.config.resources.timeout_s, node_zygote)
 
     def wait(self, handles: Sequence[Any], timeout_s: float, all_ready: bool = False) -> List[Any]:

@@ -8,6 +8,10 @@ median over the cell's repeats of each repeat's value, in items/s and seconds) w
 intervals, mean / std / cv of its pooled measured steps, the workload's headline figures,
 peak memory (GB), and each metric's ratio to the baseline, p-values, Cliff's delta and
 verdict. The same figures the terminal, report and W&B show. Written atomically.
+
+fleet.parquet / fleet.csv (resources.every_device runs): one row per cell and device (GPU
+UUID or node) against its peers, with the outlier flag and the device's clocks,
+temperature and power (sweeper/analysis/fleet.py).
 """
 from __future__ import annotations
 
@@ -23,9 +27,11 @@ def write_cells(run: Path, analysis) -> Tuple[Path, Path]:
     """Writes cells.parquet and cells.csv (each to a temporary name, then os.replace)."""
     from sweeper.analysis.run import cell_summary
 
-    frame = _one_type_per_column(cell_summary(analysis))
-    run = Path(run)
-    parquet, csv = run / f"{CELLS_BASENAME}.parquet", run / f"{CELLS_BASENAME}.csv"
+    return _write_both(Path(run), CELLS_BASENAME, _one_type_per_column(cell_summary(analysis)))
+
+
+def _write_both(run: Path, basename: str, frame) -> Tuple[Path, Path]:
+    parquet, csv = run / f"{basename}.parquet", run / f"{basename}.csv"
     for path, write in ((parquet, lambda p: frame.to_parquet(p, index=False)),
                         (csv, lambda p: frame.to_csv(p, index=False))):
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -47,3 +53,5 @@ def _one_type_per_column(frame):
 def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
     if not analysis.cells.empty:
         write_cells(run, analysis)
+    if not analysis.fleet.empty:
+        _write_both(Path(run), "fleet", _one_type_per_column(analysis.fleet))

@@ -45,6 +45,7 @@ class Report:
     pitfalls: List[str] = field(default_factory=list)   # tables.pitfall_lines
     overlap: Any = ([], [])                              # tables.overlap_table
     scaling: Any = ([], [])                              # tables.scaling_table
+    fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
 
 
 def build(run: Path, data, analysis) -> Report:
@@ -66,6 +67,7 @@ def build(run: Path, data, analysis) -> Report:
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
                   scaling=tables.scaling_table(analysis))
+                  figures=figs, fleet=tables.fleet(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:

@@ -14,7 +14,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.faster { background: #d9f2e3; } td.slower { background: #f9d9d9; } td.baseline { background: #fde9d6; }
-td.within { background: #eef6f0; }
+td.within { background: #eef6f0; } td.OUTLIER { background: #f9d9d9; font-weight: bold; }
 figure { margin: 1em 0; } figcaption { color: #555; font-size: 12px; }
 img { max-width: 100%; } .note { color: #8a6d3b; }
 """
@@ -39,7 +39,13 @@ def render(report) -> str:
              f"<h1>Sweep report: {escape(report.title)}</h1>", "<ul>"]
     parts += [f"<li>{escape(fact)}</li>" for fact in report.facts] + ["</ul>"]
     parts += ["<h2>Verdicts against the baseline</h2>"] + table(report.verdicts, verdict_columns)
-    parts += [f"<p>{escape(report.noise_floor)}</p>", "<h2>Recommendation</h2>", "<ul>"]
+    parts += [f"<p>{escape(report.noise_floor)}</p>"]
+    if report.fleet and report.fleet[1]:
+        from sweeper.report.markdown import FLEET_TEXT
+
+        parts += ["<h2>Fleet: each device against its peers</h2>", f"<p>{escape(FLEET_TEXT)}</p>"]
+        parts += table(report.fleet, [report.fleet[0].index("outlier")])
+    parts += ["<h2>Recommendation</h2>", "<ul>"]
     parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in report.notes] + ["</ul>"]

@@ -13,10 +13,15 @@ def table(t: Table) -> List[str]:
     return [line(header), "|" + "|".join("---" for _ in header) + "|"] + [line(r) for r in rows]
 
 
+FLEET_TEXT = ("Each device (a GPU by its UUID, or a node) against its peers over repeats: Mann-Whitney, Holm across the cell's devices; OUTLIER: significantly slower and beyond the minimum effect. SM clock, temperature and power are NVML means (blank without a GPU).")
+
+
 def render(report) -> str:
     lines = [f"# Sweep report: {report.title}", ""]
     lines += [f"- {fact}" for fact in report.facts] + [""]
     lines += ["## Verdicts against the baseline", ""] + table(report.verdicts) + ["", report.noise_floor, ""]
+    if report.fleet and report.fleet[1]:
+        lines += ["## Fleet: each device against its peers", "", FLEET_TEXT, ""] + table(report.fleet) + [""]
     lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]

@@ -145,6 +145,19 @@ def run_facts(records: Sequence[Dict[str, Any]], analysis: Analysis) -> List[str
             judged(analysis)]
 
 
+def fleet(analysis: Analysis) -> Table:
+    """Each device of the fleet against its peers (sweeper/analysis/fleet.py); no rows when
+    no cell ran on two devices or more."""
+    labels = dict(zip(analysis.cells["cell_id"], analysis.cells["cell"])) if not analysis.cells.empty else {}
+    header = ["cell", "device", "node", "repeats", "items/s", "peers items/s", "ratio", "p (Holm)", "verdict",
+              "outlier", "SM clock MHz", "temp C", "power W"]
+    rows = [[labels.get(r["cell_id"], r["cell_id"]), str(r["device"]), str(r["node"])[:12], str(r["repeats"]),
+             num(r["items_per_s"], 1.0, 1), num(r["peers_items_per_s"], 1.0, 1), num(r["ratio"], 1.0, 3),
+             pvalue(r["p_adj"]), r["verdict"], "OUTLIER" if r["outlier"] else "", num(r["sm_clock_mhz"], 1.0, 0),
+             num(r["temp_c"], 1.0, 0), num(r["power_w"], 1.0, 0)] for r in analysis.fleet.to_dict("records")]
+    return header, rows
+
+
 def failures(records: Sequence[Dict[str, Any]]) -> Table:
     header = ["trial", "status", "error", "overrides"]
     rows = [[r["trial_id"], r["status"], f"{r.get('error_type')}: {(r.get('error_message') or '')[:100]}",

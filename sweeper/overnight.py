@@ -1,0 +1,266 @@
+"""The overnight suite (`python -m sweeper +sweep=overnight`): several sweeps, one night.
+
+Safe to start from cron or a systemd timer:
+- a lock (fcntl.flock on overnight.lock_file): a second start exits at once (75) and names
+  the holder. The kernel drops the lock when its holder dies, however it dies, so there is
+  no stale lock to clean up by hand;
+- a time budget (overnight.budget_s): past it no sweep starts, and inside a sweep no
+  trial starts (the driver's deadline); what was skipped is printed and written down;
+- one night folder, results/overnight/<stamp>/, holding night.json (the manifest, below)
+  and one ordinary run folder per sweep, <stamp>/<sweep>/<stamp>/, which every tool that
+  reads a run (compare, report, history) reads unchanged;
+- an exit code for the scheduler: the worst of the sweeps' codes, and 3 (REGRESSED) when
+  the regression check (overnight.alerts, "module:function") returns any alert.
+
+Each sweep runs as its own `python -m sweeper +sweep=NAME` process, one after the other:
+it composes its own grid as a user's run would, a crash or a leak of one sweep (DALI's
+pools never shrink) ends with its process, and each sweep's folder is a standard run.
+The suite's own settings (adaptive repeats, the deadline) and the user's command-line
+overrides are passed on to each. docs/overnight.md describes night.json field by field.
+"""
+from __future__ import annotations
+
+import fcntl
+import importlib
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from sweeper import exitcodes
+from sweeper.results import write_bytes_atomic
+
+MANIFEST_VERSION = 1
+# Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
+_NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "adaptive", "hydra.sweep", "hydra.run", "hydra.mode")
+
+
+class LockHeld(Exception):
+    """Another suite holds the lock; the message names it."""
+
+
+# -- the lock ---------------------------------------------------------------------------
+def take_lock(path: Path, holder: Dict[str, Any]):
+    """An open file holding an exclusive flock, with `holder` written into it; raises
+    LockHeld naming the current holder. Keep the file open for as long as the lock is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        text = handle.read()
+        handle.close()
+        raise LockHeld(f"another overnight suite holds {path}: {describe_holder(text)}") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(holder))
+    handle.flush()
+    return handle
+
+
+def describe_holder(text: str) -> str:
+    try:
+        h = json.loads(text)
+        return (f"pid {h['pid']} on {h['host']}, started {h['started']} ({h['command']})")
+    except (ValueError, KeyError, TypeError):
+        return "a process that has not written its name yet"
+
+
+def holder_info(started: float) -> Dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "command": shlex.join([*_program(), *sys.argv[1:]])}
+
+
+def _program() -> List[str]:
+    """How this process was started, as a person would type it."""
+    first = Path(sys.argv[0])
+    if first.name == "__main__.py":          # python -m <package>
+        return ["python", "-m", first.parent.name]
+    return [first.name]
+
+
+# -- one sweep of the suite -------------------------------------------------------------
+def passed_on(overrides: List[str]) -> List[str]:
+    """The user's overrides that each sweep gets too (executor=local, ray.address=..., ...)."""
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+~")
+
+    return [o for o in overrides if not any(key(o) == k or key(o).startswith(k + ".") for k in _NOT_PASSED_ON)]
+
+
+def sweep_command(name: str, night: Path, stamp: str, root, overrides: List[str]) -> List[str]:
+    defaults = asdict(type(root.adaptive)())
+    adaptive = [f"adaptive.{k}={v}" for k, v in asdict(root.adaptive).items() if v != defaults[k]]
+    deadline = [f"overnight.deadline={root.overnight.deadline!r}"] if root.overnight.deadline else []
+    return [sys.executable, "-m", "sweeper", f"+sweep={name}", f"results_dir={night}", f"run_id={stamp}",
+            *adaptive, *deadline, *passed_on(overrides)]
+
+
+def run_one(name: str, command: List[str]) -> int:
+    """Runs one sweep as its own process; on Ctrl-C or SIGTERM it is told to stop too."""
+    proc = subprocess.Popen(command)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+        raise
+
+
+# -- the night ---------------------------------------------------------------------------
+def run_suite(job, night: Path) -> int:
+    """Runs the suite's sweeps in turn under the lock and the budget; returns the exit code."""
+    root, started = job.config, time.time()
+    if root.dry_run:
+        return _dry_run(job, night)
+    try:
+        lock = take_lock(Path(root.overnight.lock_file).expanduser(), holder_info(started))
+    except LockHeld as held:
+        print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
+        _drop_if_only_hydra(night)
+        return exitcodes.LOCKED
+    try:
+        return _night(job, night, started)
+    finally:
+        lock.close()
+
+
+def _night(job, night: Path, started: float) -> int:
+    root = job.config
+    if root.overnight.budget_s:
+        root.overnight.deadline = started + root.overnight.budget_s
+    manifest = new_manifest(root, started)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    code = exitcodes.OK
+    try:
+        for name in root.overnight.sweeps:
+            code = max(code, _one_sweep(name, job, night, manifest))
+            write_manifest(night, manifest)
+    except KeyboardInterrupt:
+        print("interrupted: the suite stops; finished trials are kept", file=sys.stderr, flush=True)
+        code = exitcodes.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    code = max(code, _alerts(root.overnight.alerts, night, manifest))
+    manifest.update(ended_at=time.time(), exit_code=code)
+    write_manifest(night, manifest)
+    _print_end(night, manifest)
+    return code
+
+
+def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any]) -> int:
+    root = job.config
+    entry: Dict[str, Any] = {"name": name, "run": None, "status": "skipped", "exit_code": None,
+                             "started_at": None, "ended_at": None, "skipped_trials": []}
+    manifest["sweeps"].append(entry)
+    if root.overnight.deadline is not None and time.time() >= root.overnight.deadline:
+        print(f"budget: the night ended; sweep '{name}' not started", file=sys.stderr, flush=True)
+        return exitcodes.OK
+    stamp = root.run_id
+    entry.update(started_at=time.time(), run=f"{name}/{stamp}", status="running")
+    write_manifest(night, manifest)
+    try:
+        code = run_one(name, sweep_command(name, night, stamp, root, job.overrides))
+    except KeyboardInterrupt:
+        entry.update(status="interrupted", exit_code=exitcodes.INTERRUPTED, ended_at=time.time())
+        raise
+    entry.update(ended_at=time.time(), exit_code=code, status=_status_of(code))
+    entry["skipped_trials"] = _skipped_trials(night / name / stamp)
+    return code
+
+
+def _status_of(code: int) -> str:
+    return {exitcodes.OK: "ok", exitcodes.TRIALS_FAILED: "failed trials", exitcodes.USAGE: "bad input",
+            exitcodes.INTERRUPTED: "interrupted"}.get(code, f"exit {code}")
+
+
+def _skipped_trials(run: Path) -> List[Dict[str, Any]]:
+    path = run / "skipped.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def new_manifest(root, started: float) -> Dict[str, Any]:
+    return {"manifest_version": MANIFEST_VERSION, "suite": root.sweep.name, "night": root.run_id,
+            "host": socket.gethostname(), "pid": os.getpid(), "command": holder_info(started)["command"],
+            "started_at": started, "ended_at": None, "budget_s": root.overnight.budget_s,
+            "deadline": root.overnight.deadline, "sweeps_planned": list(root.overnight.sweeps),
+            "sweeps": [], "alerts": [], "exit_code": None}
+
+
+def write_manifest(night: Path, manifest: Dict[str, Any]) -> None:
+    """night.json, rewritten atomically after each sweep: a night cut short keeps what it did."""
+    night.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(night / "night.json", json.dumps(manifest, indent=1, default=str).encode())
+
+
+def skipped_of(manifest: Dict[str, Any]) -> List[str]:
+    """One line per thing the night did not do: a sweep not started, or a sweep's trials."""
+    lines = [f"sweep {s['name']}: not started" for s in manifest["sweeps"] if s["status"] == "skipped"]
+    lines += [f"sweep {s['name']}: {len(s['skipped_trials'])} trial(s) not started"
+              for s in manifest["sweeps"] if s["skipped_trials"]]
+    return lines
+
+
+def _print_end(night: Path, manifest: Dict[str, Any]) -> None:
+    ran = ", ".join(f"{s['name']} {s['status']}" for s in manifest["sweeps"])
+    print(f"overnight: {ran}; exit {manifest['exit_code']}; manifest {night / 'night.json'}", flush=True)
+    for line in skipped_of(manifest):
+        print(f"  skipped: {line}", flush=True)
+
+
+# -- regressions: the hook --------------------------------------------------------------
+def _alerts(target: Optional[str], night: Path, manifest: Dict[str, Any]) -> int:
+    """Calls the regression check `overnight.alerts` ("module:function", given the night
+    folder and the manifest, returning a list of alert dicts); none configured: no alerts.
+    The check is another module's (the history); this suite only turns its answer into the
+    exit code and the manifest."""
+    if not target:
+        return exitcodes.OK
+    try:
+        alerts = list(load_hook(target)(night, manifest) or [])
+    except Exception as exc:     # a broken check must not hide the night's results
+        print(f"warning: overnight.alerts={target} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        manifest["alerts_error"] = f"{type(exc).__name__}: {exc}"
+        return exitcodes.OK
+    manifest["alerts"] = alerts
+    return exitcodes.REGRESSED if alerts else exitcodes.OK
+
+
+def load_hook(target: str) -> Callable[[Path, Dict[str, Any]], List[Dict[str, Any]]]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _dry_run(job, night: Path) -> int:
+    """Each sweep's own dry run, under one heading that counts their trials; no lock, nothing launched."""
+    root, code, outputs = job.config, exitcodes.OK, []
+    for name in root.overnight.sweeps:
+        command = sweep_command(name, night, root.run_id, root, job.overrides)
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        code, outputs = max(code, done.returncode), outputs + [(name, done.stdout)]
+    counts = {name: sum(1 for line in out.splitlines() if line.startswith("  ")) for name, out in outputs}
+    print(f"dry run: {sum(counts.values())} trial(s) of sweep '{root.sweep.name}' "
+          f"({', '.join(f'{n} {c}' for n, c in counts.items())}, in turn), nothing launched; "
+          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}", flush=True)
+    for _, out in outputs:
+        print(out, end="", flush=True)
+    return code
+
+
+def _drop_if_only_hydra(night: Path) -> None:
+    from sweeper.driver import _drop_if_empty
+
+    _drop_if_empty(night)
