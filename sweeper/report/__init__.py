@@ -66,8 +66,7 @@ def build(run: Path, data, analysis) -> Report:
                   recommendation=format_recommendation(analysis.recommendation), notes=analysis.notes,
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
-                  scaling=tables.scaling_table(analysis))
-                  figures=figs, fleet=tables.fleet(analysis))
+                  scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:

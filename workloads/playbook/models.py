@@ -4,26 +4,21 @@ as a dict and returns a torch.nn.Module that takes (batch, seq_len) int64 token 
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Dict, Tuple
 
 import torch
 
 from sweeper.errors import ConfigError
 from workloads.model import GPT, ModelShape
+from workloads.user_model import import_path
 from workloads.playbook.specs import AUTO, MODEL_PRESETS, by_device
 
 
 def load_factory(path: str, key: str) -> Callable[..., Any]:
-    """`package.module:factory` -> the factory; the one place an import path becomes a callable."""
-    module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{key}={path!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
-    factory = getattr(module, attr, None)
+    """`package.module:factory` -> the factory, through the training step's one import-path resolver."""
+    factory = import_path(path, key)
     if not callable(factory):
-        raise ConfigError(f"{key}={path!r}: {module_name!r} has no callable {attr!r}")
+        raise ConfigError(f"{key}={path!r}: {path.partition(':')[2]!r} is not callable")
     return factory
 
 

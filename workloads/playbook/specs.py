@@ -34,14 +34,16 @@ def positive_or_auto(value: Any, key: str) -> None:
 
 
 def check_model(value: Any, key: str = "model") -> None:
-    """A preset name, 'auto', or an import path 'package.module:factory'."""
-    ok = isinstance(value, str) and (value == AUTO or value in MODEL_PRESETS or _is_import_path(value))
+    """A preset name, 'auto', or an import path 'package.module:factory' that can be found
+    (checked without running it, as the training step's train.model is)."""
+    from workloads.user_model import check_import_path
+
+    ok = isinstance(value, str) and (value == AUTO or value in MODEL_PRESETS or ":" in value)
     need(ok, key, f"must be 'auto', a preset {sorted(MODEL_PRESETS)} or 'package.module:factory', got {value!r}")
-
-
-def _is_import_path(value: str) -> bool:
-    module, sep, attr = value.partition(":")
-    return bool(sep and module and attr.isidentifier() and all(p.isidentifier() for p in module.split(".")))
+    if value != AUTO and value not in MODEL_PRESETS:
+        problem = check_import_path(value, f"workload.params.{key}")
+        if problem:
+            raise ConfigError(problem)
 
 
 def by_device(value: Any, device: str, gpu: Any, cpu: Any) -> Any:
