@@ -140,7 +140,7 @@ def test_forward_timing_builds_a_users_model_from_its_import_path():
     assert out["model"] == "tests.test_playbook:tiny_mlp" and out["forward_ms_b1_t4"] > 0
     assert probe.summary()["steps"] == 3 and probe.summary()["items_per_s"] > 0
     cfg.workload.params = {**params, "model": "tests.test_playbook:no_such_factory"}
-    with pytest.raises(RuntimeError, match="workload.params.model=.*has no 'no_such_factory'"):
+    with pytest.raises(ConfigError, match="workload.params.model=.*defines no 'no_such_factory'"):
         run(cfg, Probe())
     # and before any trial: the plan's check finds the missing name without running the module
     with pytest.raises(ConfigError, match="workload.params.model=.*defines no 'no_such_factory'"):

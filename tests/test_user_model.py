@@ -321,12 +321,14 @@ def grid_checks(mods):
 
     sys.path.insert(0, mods)
     for point in GRID:
-        child = multiprocessing.get_context("fork").Process(target=_grid_point, args=point)
-        child.start()
-        child.join(120)
-        if child.is_alive():
-            child.kill()
-            print(f"POINT TIMED OUT {point}", flush=True)
+        for model in [None, "usergpt:tiny_gpt"] + (["usergpt:hf_style"] if point[2] in (0, 3) else []):
+            # one child a run: successive FSDP2 runs in one process can hang
+            child = multiprocessing.get_context("fork").Process(target=_grid_point, args=(*point, model))
+            child.start()
+            child.join(120)
+            if child.is_alive():
+                child.kill()
+                print(f"POINT TIMED OUT {point} {model}", flush=True)
     if __import__("importlib").util.find_spec("deepspeed") is not None:
         child = multiprocessing.get_context("fork").Process(target=_deepspeed_builds_the_jsons_optimizer, args=(mods,))
         child.start()
@@ -358,24 +360,23 @@ def _deepspeed_builds_the_jsons_optimizer(mods):
                                      "fused_adamw_effective": figures["fused_adamw_effective"]}), flush=True)
 
 
-def _grid_point(precision, accum, stage, checkpointing):
+def _grid_point(precision, accum, stage, checkpointing, model):
     import torch
 
     from sweeper.probe import Probe
     from workloads.train_step import run
 
     torch.set_num_threads(2)
-    for model in [None, "usergpt:tiny_gpt"] + (["usergpt:hf_style"] if stage in (0, 3) else []):
-        cfg = _step_cfg(world_size=2, precision=precision, accum_steps=accum, zero_stage=stage,
-                        activation_checkpointing=checkpointing, model=model)
-        probe = Probe(warmup_steps=1)
-        figures = run(cfg, probe)
-        print("RUN " + json.dumps({"point": [precision, accum, stage, checkpointing], "model": model,
-                                   "losses": [r["loss"] for r in probe.rows], "world_size": figures["world_size"],
-                                   "effective_batch": figures["effective_batch"],
-                                   "rank1_loss": figures["rank1_loss_final_local"],
-                                   **{k: figures[k] for k in ("parallel", "fsdp_units", "n_blocks",
-                                                              "checkpointed_blocks")}}), flush=True)
+    cfg = _step_cfg(world_size=2, precision=precision, accum_steps=accum, zero_stage=stage,
+                    activation_checkpointing=checkpointing, model=model)
+    probe = Probe(warmup_steps=1)
+    figures = run(cfg, probe)
+    print("RUN " + json.dumps({"point": [precision, accum, stage, checkpointing], "model": model,
+                               "losses": [r["loss"] for r in probe.rows], "world_size": figures["world_size"],
+                               "effective_batch": figures["effective_batch"],
+                               "rank1_loss": figures["rank1_loss_final_local"],
+                               **{k: figures[k] for k in ("parallel", "fsdp_units", "n_blocks",
+                                                          "checkpointed_blocks")}}), flush=True)
 
 
 def test_user_model_matches_the_preset_through_precision_accumulation_and_zero(usergpt):
