@@ -121,6 +121,9 @@ def verdicts_text(analysis) -> str:
     lines += [f"  {line}" for line in format_recommendation(analysis.recommendation)]
     if analysis.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
+    warnings = tables.pitfall_lines(analysis)
+    if warnings:
+        lines += ["", "warnings (docs/analysis.md#warnings):"] + [f"  - {line}" for line in warnings]
     header, rows = tables.fleet(analysis)
     if rows:
         numeric = {i for i, h in enumerate(header) if h not in ("cell", "device", "node", "verdict", "outlier")}

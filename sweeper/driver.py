@@ -55,6 +55,30 @@ class Attempt:
 
 
 # -- the whole sweep ----------------------------------------------------------------
+def check_prices(root: RootConfig, trials: List[Trial]) -> None:
+    """Prices against what the trials will hold: CPU-only trials need cost.cpu_hour_usd; GPU
+    prices must name this machine's GPU models when trials run here (a local Ray or the local
+    executor). Each gap is one line (bad input when the objective is cost). On a remote
+    cluster the GPU models are known only from the trials' fingerprints: a note then."""
+    from sweeper.analysis.cost import unpriced_line
+    from sweeper.executors.local import gpu_models
+
+    cost = root.cost
+    if not cost.enabled or (root.ray.address and root.executor == "ray"):   # the plan here is not the cluster's
+        return
+    cpu_only = sum(1 for t in trials if not t.num_gpus)
+    line = None
+    if cpu_only and cost.cpu_hour_usd is None:
+        line = (f"{cpu_only} trial(s) run on CPUs only and cost.cpu_hour_usd is not set: they will have no cost "
+                f"(set cost.cpu_hour_usd=PRICE, USD per CPU-hour)")
+    elif cost.gpu_hour_usd and any(t.num_gpus for t in trials):
+        line = unpriced_line(cost.gpu_hour_usd, gpu_models())
+    if line and root.analysis.objective == "cost":
+        raise SweeperError(f"{line} (analysis.objective=cost)")
+    if line:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def run_sweep(jobs: List[Job], fresh: Path) -> int:
     """Runs the jobs' grid; returns the exit code (sweeper.exitcodes). A suite
     (overnight.sweeps, +sweep=overnight) runs its sweeps instead (sweeper/overnight.py)."""
@@ -71,6 +95,7 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
         root = jobs[0].config
         run = resolve_run(root, fresh)
         local_plan = plan(jobs, root, this_machine())    # every check, before anything starts
+        check_prices(root, local_plan)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         _drop_if_empty(fresh)
@@ -187,7 +212,7 @@ def publish_end(sweep: "Sweep", root: RootConfig, run: Path) -> int:
     values = sweep.jobs[0].values
     print()
     if records:
-        data, analysis = analyze_run(run, root.analysis, records=records)
+        data, analysis = analyze_run(run, root.analysis, records=records, cost=root.cost)
         publishers.on_sweep_end(run, data, analysis, values)
         print(publishers.terminal_end(data, analysis, values, run))
     failed = any(r["status"] != "ok" for r in records)

@@ -127,6 +127,16 @@ def _safe(read: Any) -> Any:
         return None
 
 
+def _host_memory_gb() -> Optional[float]:
+    """Physical memory of the host, GB (1e9 bytes): what pinned memory is weighed against."""
+    try:
+        import psutil
+
+        return round(psutil.virtual_memory().total / 1e9, 2)
+    except Exception:   # psutil missing or /proc unreadable: the pinned-memory warning is skipped
+        return None
+
+
 def fingerprint() -> Dict[str, Any]:
     import torch
 
@@ -137,6 +147,7 @@ def fingerprint() -> Dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_usable": _usable_cpus(),
+        "host_mem_gb": _host_memory_gb(),
         "platform": platform.platform(),
         "git_commit": git_commit(),
         "packages": package_versions(),

@@ -144,6 +144,13 @@ def request(cfg: TrialConfig, wants: Wants, cluster: ClusterShape) -> tuple[floa
     return cpus, gpus
 
 
+def planned_device(cfg: TrialConfig, num_gpus: float) -> str:
+    """The device a trial will run on: workload.device, or for "auto" whether it gets a GPU."""
+    if cfg.workload.device != "auto":
+        return cfg.workload.device
+    return "cuda" if num_gpus > 0 else "cpu"
+
+
 def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape) -> Optional[str]:
     """Ray would leave such a request pending for ever, so say so before submitting."""
     if num_gpus > max(cluster.node_gpus, default=0.0):
@@ -159,9 +166,9 @@ def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clust
     cells, keys = [], swept_keys([o for o, _ in jobs])
     for index, (overrides, root) in enumerate(jobs):
         spec = spec_for(root.workload)
-        spec.validate(root)
         cfg = trial_config(root, spec.sections)
         cpus, gpus = request(cfg, spec.resources(cfg), cluster)
+        spec.validate(root, planned_device(cfg, gpus))
         cid = cell_id(cfg, spec.name)
         cells.append(Trial(
             index=index, trial_id=f"{cid}-0", overrides=list(overrides),

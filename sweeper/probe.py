@@ -67,6 +67,7 @@ class Probe:
         self.profile = profile or Profile()
         self.nvtx = nvtx if self.profile.nvtx else None
         self.figures: Dict[str, Any] = {}      # trial-level: time to first batch, threads, ...
+        self.out_dir: Optional[Path] = None    # the trial folder's scratch: files written here come back with it
         self.warnings: List[str] = []
         self._rows: List[Dict[str, Any]] = []
         self._pending: Deque[_Pending] = collections.deque()
@@ -86,6 +87,7 @@ class Probe:
         parts, warnings = probe_parts(cfg, device, warmup_steps, out_dir)
         probe = cls(warmup_steps, **parts)
         probe.warnings.extend(warnings)
+        probe.out_dir = Path(out_dir) if out_dir is not None else None
         return probe
 
     # -- lifetime ----------------------------------------------------------------------
@@ -233,8 +235,10 @@ class Probe:
         points = [(s, readings[s]["mem_workers_uss_mb"]) for s in measured
                   if s in readings and readings[s].get("mem_workers_n", 0) > 0]
         growth = linear_growth([p[0] for p in points], [p[1] for p in points])
-        if growth is not None:
+        if growth is not None:   # the fit's quality too, so the analysis can apply the same rule (pitfalls.py)
             self.figures["mem_workers_uss_growth_mb_per_100_steps"] = growth.mb_per_100_steps
+            self.figures["mem_workers_uss_growth_r2"] = growth.r2
+            self.figures["mem_workers_uss_growth_readings"] = growth.readings
         if is_growing(growth, self.growth):
             self.warn(growth_warning("DataLoader worker memory (USS, all workers)", growth))
 

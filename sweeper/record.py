@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from sweeper.errors import SweeperError
+from sweeper.schema import trial_dict
 
 RECORD_VERSION = 2
 READABLE_VERSIONS = (1, 2)     # 1: before workload specs (no workload_spec, attempts optional)
@@ -33,6 +34,7 @@ class TrialRecord:
     run_id: Optional[str] = None
     overrides: List[str] = field(default_factory=list)
     swept: Dict[str, Any] = field(default_factory=dict)
+    config: Dict[str, Any] = field(default_factory=dict)          # the trial's own sections (schema.trial_dict)
     resources: Dict[str, Any] = field(default_factory=dict)
     workload_spec: Dict[str, Any] = field(default_factory=dict)   # name, items_label, headline, memory
     status: str = "failed"     # ok, failed, oom, timeout, infeasible, cancelled
@@ -63,7 +65,7 @@ class TrialRecord:
         base = dict(trial_id=spec["trial_id"], index=spec["index"], cell_id=spec.get("cell_id"),
                     repeat=spec.get("repeat", 0), is_baseline=spec.get("is_baseline", False),
                     sweep=spec.get("sweep"), run_id=spec.get("run_id"), overrides=list(spec["overrides"]),
-                    swept=dict(spec["swept"]), resources=resources,
+                    swept=dict(spec["swept"]), config=trial_dict(config) if dataclasses.is_dataclass(config) else {}, resources=resources,
                     workload_spec=dict(spec.get("workload_spec") or {}), driver_pid=spec.get("driver_pid"),
                     retry_of=spec.get("retry_of"), pid=os.getpid())
         return cls(**{**base, **values})

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
+from sweeper.analysis.overlap import trial_overlap
+from sweeper.analysis.pitfalls import codes, trial_pitfalls
 from sweeper.record import TrialRecord, UnreadableRecord, as_dicts
 from sweeper.redact import redact, redact_file, secrets
 
@@ -107,6 +109,8 @@ def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
     summary = record.get("summary", {})
     row.update({k: summary.get(k) for k in _SUMMARY})
     row.update({k: v for k, v in summary.items() if k.startswith("phase_")})
+    row.update(trial_overlap(summary))                 # sweeper/analysis/overlap.py
+    row["pitfalls"] = codes(trial_pitfalls(record))    # sweeper/analysis/pitfalls.py; the messages: report.md
     row.update({k: v for k, v in (record.get("figures") or {}).items()
                 if k not in row and isinstance(v, (int, float, bool, str))})
     row.update({"error_type": record.get("error_type"), "error_message": record.get("error_message"),
@@ -135,7 +139,7 @@ def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
 
 
 _PROBE_COLUMNS = set(_SUMMARY) | {"trial_id", "cell_id", "repeat", "is_baseline", "status", "workload",
-                                   "isolation", "num_cpus", "num_gpus", "threads"}
+                                   "isolation", "num_cpus", "num_gpus", "threads", "pitfalls"}
 
 
 def _is_figure(key: str, rows: List[Dict[str, Any]]) -> bool:

@@ -20,6 +20,7 @@ ORDERS = ("interleaved", "grid")
 EXECUTORS = ("ray", "local")
 ON_OOM = ("record", "halve")
 METRICS = ("throughput", "p50", "p95")
+OBJECTIVES = ("throughput", "cost")
 WANDB_MODES = ("offline", "online", "disabled")
 PROFILES = ("none", "torch", "pyspy", "nsys")
 
@@ -27,6 +28,55 @@ PROFILES = ("none", "torch", "pyspy", "nsys")
 def _require(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"{key}: {message}")
+
+
+DATA_KINDS = ("tokens", "images")
+LOADERS = ("torch", "dali")
+DALI_EXECUTORS = ("dynamic", "pipelined", "serial")
+DALI_DECODERS = ("cpu", "mixed")
+
+
+@dataclass
+class ImageConfig:
+    # Synthetic JPEG shards (data.kind=images) and what each sample goes through, in either loader.
+    height: int = 375                    # stored image size; 375 x 500 is a typical ImageNet photo
+    width: int = 500
+    quality: int = 90                    # JPEG quality: higher is bigger files and slower decoding
+    crop_size: int = 224                 # random-resized-crop output, square
+    augment: bool = True                 # false: decode only (no crop, no flip; images must share one size)
+
+    def check(self) -> None:
+        for name in ("height", "width", "crop_size"):
+            _require(getattr(self, name) > 0, f"data.images.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(1 <= self.quality <= 100, "data.images.quality", f"must be between 1 and 100, got {self.quality}")
+
+
+@dataclass
+class DaliConfig:
+    # NVIDIA DALI's own knobs (data.loader=dali; pip install 'sweeper[dali]'). docs/loaders.md says what each does.
+    num_threads: int = 4                 # DALI's CPU worker threads
+    prefetch_queue_depth: int = 2        # batches DALI prepares ahead
+    executor: str = "dynamic"            # dynamic (DALI 2's default), pipelined (the older async, pipelined one), serial
+    decoder: str = "cpu"                 # images: cpu, or mixed (nvJPEG on the GPU; needs a GPU trial)
+    hw_decoder_load: float = 0.65        # mixed only: share of JPEGs sent to the hardware decoder (A100/H100/H200)
+    random_shuffle: bool = False         # shuffle within a buffer of initial_fill samples (local, not global)
+    initial_fill: int = 1024
+
+    def check(self) -> None:
+        for name in ("num_threads", "prefetch_queue_depth", "initial_fill"):
+            _require(getattr(self, name) > 0, f"data.dali.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(self.executor in DALI_EXECUTORS, "data.dali.executor",
+                 f"must be one of {DALI_EXECUTORS}, got {self.executor!r}")
+        _require(self.decoder in DALI_DECODERS, "data.dali.decoder",
+                 f"must be one of {DALI_DECODERS}, got {self.decoder!r}")
+        _require(0.0 <= self.hw_decoder_load <= 1.0, "data.dali.hw_decoder_load",
+                 f"must be between 0 and 1, got {self.hw_decoder_load}")
+
+
+def _is_import_path(value: Any) -> bool:
+    """'package.module:name' with both parts non-empty."""
+    module, sep, name = str(value).partition(":")
+    return bool(sep and module.strip() and name.strip() and ":" not in name)
 
 
 @dataclass
@@ -46,8 +96,17 @@ class DataConfig:
     pin_memory: bool = False
     persistent_workers: bool = False
     shuffle_buffer: int = 0              # 0: read in shard order
+    # What the shards hold and which loader reads them (docs/loaders.md).
+    kind: str = "tokens"                 # tokens (int32 sequences) or images (JPEGs, decoded and augmented)
+    loader: str = "torch"                # torch (the DataLoader above) or dali (NVIDIA DALI, its knobs under data.dali)
+    images: ImageConfig = field(default_factory=ImageConfig)
+    dali: DaliConfig = field(default_factory=DaliConfig)
 
     def check(self) -> None:
+        _require(self.kind in DATA_KINDS, "data.kind", f"must be one of {DATA_KINDS}, got {self.kind!r}")
+        _require(self.loader in LOADERS, "data.loader", f"must be one of {LOADERS}, got {self.loader!r}")
+        self.images.check()
+        self.dali.check()
         for name in ("num_shards", "samples_per_shard", "seq_len", "vocab_size", "batch_size"):
             _require(getattr(self, name) > 0, f"data.{name}", f"must be positive, got {getattr(self, name)}")
         _require(self.num_workers >= 0, "data.num_workers", f"must be 0 or more, got {self.num_workers}")
@@ -184,8 +243,15 @@ class AnalysisConfig:
     metric: str = "throughput"           # what verdicts judge: throughput (items/s per repeat), p50 or p95
     heatmap: List[str] = field(default_factory=list)  # two dotted keys; empty: the first two swept axes
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
+    objective: str = "throughput"        # what the recommendation optimises: throughput (the metric's verdicts)
+                                         # or cost (the fewest dollars per million tokens / samples; needs cost.*)
+    max_memory_gb: Optional[float] = None  # peak memory limit on the workload's own memory (GPU or host), GB
 
     def check(self) -> None:
+        _require(self.objective in OBJECTIVES, "analysis.objective",
+                 f"must be one of {OBJECTIVES}, got {self.objective!r}")
+        _require(self.max_memory_gb is None or self.max_memory_gb > 0, "analysis.max_memory_gb",
+                 f"must be positive or null, got {self.max_memory_gb}")
         for token in (self.baseline or "").split():
             _require("=" in token, "analysis.baseline",
                      f"must be space-separated key=value pairs, e.g. 'data.num_workers=0', got {self.baseline!r}")
@@ -195,6 +261,27 @@ class AnalysisConfig:
         _require(len(self.heatmap) in (0, 2), "analysis.heatmap",
                  f"must name two dotted keys, e.g. [data.num_workers,data.prefetch_factor], got {list(self.heatmap)}")
         self.constraints.check()
+
+
+@dataclass
+class CostConfig:
+    # Prices that turn throughput into dollars (sweeper/analysis/cost.py, docs/analysis.md#cost).
+    # A GPU trial costs its GPUs x the price of its GPU model (the fingerprint's gpu_name, matched
+    # exactly, else by the key as a substring: {"H200": 3.5} prices "NVIDIA H200"); a CPU trial
+    # costs the CPUs it asked for x cpu_hour_usd. Empty: no cost columns.
+    gpu_hour_usd: Dict[str, float] = field(default_factory=dict)   # per GPU model, USD per GPU-hour
+    cpu_hour_usd: Optional[float] = None                            # USD per CPU-core-hour, for CPU trials
+
+    def check(self) -> None:
+        for model, price in (self.gpu_hour_usd or {}).items():
+            _require(isinstance(price, (int, float)) and price > 0, f"cost.gpu_hour_usd.{model}",
+                     f"must be a positive price in USD per GPU-hour, got {price!r}")
+        _require(self.cpu_hour_usd is None or self.cpu_hour_usd > 0, "cost.cpu_hour_usd",
+                 f"must be a positive price in USD per CPU-hour, or null, got {self.cpu_hour_usd}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.gpu_hour_usd) or self.cpu_hour_usd is not None
 
 
 @dataclass
@@ -297,6 +384,12 @@ class TrainConfig:
     phase_sync: bool = False             # GPU sync at each phase edge: only for a host-clock probe (the trial's
                                          # probe times GPU phases with CUDA events and needs none)
     dist_timeout_s: float = 300.0        # a collective stuck this long fails the trial
+    # A user's own model and data (docs/train_step.md, "Your own model"); null: the preset's GPT and
+    # the synthetic pool or the shards. Each is "package.module:name", imported in the trial.
+    model: Optional[str] = None          # factory(train) -> torch.nn.Module, called as model(inputs, targets)
+    batch: Optional[str] = None          # function(train, rank, world_size, seed) -> iterable of (inputs, targets)
+    flops_per_token: Optional[float] = None  # training FLOPs a token, for MFU; null: 6 N + attention, estimated
+    deepspeed_config: Optional[str] = None   # a DeepSpeed JSON as the base; the trial's axes override its fields
 
     def shape(self) -> Dict[str, int]:
         """The model's shape: the preset's, with any explicit value in its place."""
@@ -319,6 +412,16 @@ class TrainConfig:
             _require(getattr(self, name) > 0, f"train.{name}", f"must be positive, got {getattr(self, name)}")
         _require(self.weight_decay >= 0, "train.weight_decay", "must be 0 or more")
         _require(self.peak_flops is None or self.peak_flops > 0, "train.peak_flops", "must be positive or null")
+        _require(self.flops_per_token is None or self.flops_per_token > 0, "train.flops_per_token",
+                 "must be positive or null (null: estimated as 6 N + attention from the model's parameters)")
+        for name in ("model", "batch"):
+            value = getattr(self, name)
+            _require(value is None or _is_import_path(value), f"train.{name}",
+                     f"must look like 'package.module:name', got {value!r}")
+        _require(self.deepspeed_config is None or self.backend == "deepspeed", "train.deepspeed_config",
+                 f"is a DeepSpeed config but train.backend={self.backend}; set train.backend=deepspeed")
+        _require(self.batch is None or self.data_source == "synthetic", "train.batch",
+                 f"makes the batches, so train.data_source={self.data_source} has no effect; leave it synthetic")
         if self.data_source == "shards" and data is not None:
             self._check_shards(data, shape)
 
@@ -401,12 +504,17 @@ class RootConfig(TrialConfig):
     report: ReportConfig = field(default_factory=ReportConfig)
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     overnight: OvernightConfig = field(default_factory=OvernightConfig)
 
     def check(self) -> None:
         super().check()
         self.analysis.check()
+        self.cost.check()
+        _require(self.analysis.objective != "cost" or self.cost.enabled, "analysis.objective",
+                 "is cost but no price is set: give cost.gpu_hour_usd (e.g. '+cost.gpu_hour_usd={H200:3.5}') "
+                 "or cost.cpu_hour_usd")
         self.adaptive.check()
         self.overnight.check()
         self.wandb.check()
@@ -430,10 +538,10 @@ def _build(cls, values: Dict[str, Any], prefix: str):
 
 
 _SECTIONS = {
-    "DataConfig": DataConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
+    "DataConfig": DataConfig, "ImageConfig": ImageConfig, "DaliConfig": DaliConfig, "WorkloadConfig": WorkloadConfig, "ResourcesConfig": ResourcesConfig,
     "RayConfig": RayConfig, "SweepMeta": SweepMeta,
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
-    "MlflowConfig": MlflowConfig, "ReportConfig": ReportConfig, "HistoryConfig": HistoryConfig,
+    "MlflowConfig": MlflowConfig, "CostConfig": CostConfig, "ReportConfig": ReportConfig, "HistoryConfig": HistoryConfig,
     "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
     "AdaptiveConfig": AdaptiveConfig, "OvernightConfig": OvernightConfig,
 }
@@ -476,6 +584,7 @@ def swept_value(cfg: TrialConfig, dotted: str) -> Any:
 
 
 __all__: List[str] = [
-    "DataConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
-    "RootConfig", "AnalysisConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "HistoryConfig", "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
+    "DataConfig", "ImageConfig", "DaliConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
+    "RootConfig", "AnalysisConfig", "CostConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig", "HistoryConfig",
+    "TrainConfig", "ProbeConfig", "trial_config_from_dict", "root_config_from_dict", "trial_dict", "swept_value",
 ]

@@ -7,6 +7,8 @@ user's, declares in a `WorkloadSpec`:
   trial's config carries only those, and only those shape its cell id);
 - `params`: a dataclass that checks `workload.params` (a user's own typed section);
 - `check`: checks across sections, run on every job before any trial starts;
+- `check_device`: checks that need the device the trial will get ("cpu" or "cuda", from
+  `workload.device` or the cluster's GPUs), run at the same time;
 - `resources`: its CPU and GPU wants from its own knobs;
 - `preload`: modules the zygote may import before forking trials (never anything that
   starts CUDA: a process that initialised CUDA must not fork);
@@ -56,6 +58,7 @@ class WorkloadSpec:
     sections: Tuple[str, ...] = ()
     params: Optional[type] = None
     check: Optional[Callable[[Any], None]] = None
+    check_device: Optional[Callable[[Any, str], None]] = None   # (cfg, "cpu" | "cuda"): checks that need the device
     resources: Callable[[Any], Wants] = lambda cfg: Wants()
     preload: Tuple[str, ...] = ()
     shrink: Optional[Callable[[Any], Optional[Dict[str, Any]]]] = None
@@ -68,12 +71,15 @@ class WorkloadSpec:
         return {"name": self.name, "items_label": self.items_label,
                 "headline": [list(c) for c in self.headline], "memory": self.memory}
 
-    def validate(self, cfg) -> None:
-        """Checks before any trial starts: the typed params section, then the workload's own."""
+    def validate(self, cfg, device: Optional[str] = None) -> None:
+        """Checks before any trial starts: the typed params section, then the workload's own
+        (with the trial's device, when the plan knows it)."""
         if self.params is not None:
             typed_params(self.params, cfg.workload.params)
         if self.check is not None:
             self.check(cfg)
+        if self.check_device is not None and device is not None:
+            self.check_device(cfg, device)
 
 
 DEFAULT_SPEC = WorkloadSpec(

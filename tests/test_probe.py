@@ -404,15 +404,17 @@ def test_process_tree_counts_the_cpu_time_of_children():
     child = multiprocessing.get_context("fork").Process(target=spin, args=(5,))
     child.start()
     try:
-        source = ProcessTree()
-        assert source() == {}                  # the first call sets the counters
+        source, ranks_only = ProcessTree(), ProcessTree(exclude_pids={child.pid})   # as if the child were a rank
+        assert source() == {} and ranks_only() == {}     # the first call sets the counters
         time.sleep(0.3)                        # the parent idles; its child spins
-        values = source()
+        values, without = source(), ranks_only()
     finally:
         child.kill()
         child.join()
     # Not near 100: this VM's accounting credits a spinning process with ~35% of wall time.
     assert values["util_cpu_pct"] > 5 and values["disk_read_mb_s"] >= 0 and values["io_read_mb_s"] >= 0
+    assert values["util_workers_cpu_pct"] > 5              # the child is a worker: the prefetch warning reads it
+    assert without["util_workers_cpu_pct"] < 1 and without["util_cpu_pct"] > 5
 
 
 def test_the_real_probe_on_cpu_has_utilisation_and_memory_columns(tmp_path):

@@ -34,7 +34,8 @@ def test_a_new_key_with_a_default_leaves_every_cell_id_alone(monkeypatch):
     monkeypatch.setattr("sweeper.schema.DataConfig", grown)
     jobs = []
     for overrides, root in dataloader_grid():
-        root.data = grown(**dataclasses.asdict(root.data))          # the tool gained data.readahead_mb
+        fields = {f.name: getattr(root.data, f.name) for f in dataclasses.fields(root.data)}   # nested sections kept
+        root.data = grown(**fields)                                  # the tool gained data.readahead_mb
         jobs.append((overrides, root))
     assert all(isinstance(root.data, grown) for _, root in jobs)
     assert [t.cell_id for t in plan_trials(jobs, LAPTOP)] == before

@@ -5,15 +5,17 @@ attention, a 4x GELU MLP, token embeddings tied to the output head.
     loss = model(idx, targets)          # idx, targets: (B, T) int64
 
 Shapes come from `sweeper.schema.TRAIN_PRESETS` (tiny, gpt2-124m) through
-`TrainConfig.shape()`. Activation checkpointing wraps each block in a module of
-its own, so FSDP can shard the wrapper (as torchtitan does) and recomputation
-happens inside it. No distributed code lives here.
+`TrainConfig.shape()`. Activation checkpointing (`checkpoint_blocks`) wraps each
+block in a module of its own, so FSDP can shard the wrapper (as torchtitan does) and
+recomputation happens inside it; the engine does the same to a user's model
+(workloads/user_model.py). No distributed code lives here.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -82,25 +84,34 @@ def torch_checkpoint(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class Checkpointed(nn.Module):
-    """A block whose activations are recomputed in backward instead of kept."""
+    """A block whose activations are recomputed in backward instead of kept. Positional
+    arguments go through the checkpoint function (DeepSpeed's takes no keywords); keyword
+    arguments, such as a user block's attention mask, are bound to the block first."""
 
     def __init__(self, block: nn.Module, checkpoint_fn: CheckpointFn = torch_checkpoint):
         super().__init__()
         self.block = block
         self.checkpoint_fn = checkpoint_fn
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.checkpoint_fn(self.block, x)
+    def forward(self, *args, **kwargs):
+        fn = functools.partial(self.block, **kwargs) if kwargs else self.block
+        return self.checkpoint_fn(fn, *args)
+
+
+def checkpoint_blocks(blocks: nn.ModuleList, checkpoint_fn: CheckpointFn) -> None:
+    """Wraps each block of the list, in place, so that its activations are recomputed."""
+    for i, block in enumerate(blocks):
+        if not isinstance(block, Checkpointed):
+            blocks[i] = Checkpointed(block, checkpoint_fn)
 
 
 class GPT(nn.Module):
-    def __init__(self, shape: ModelShape, checkpoint_fn: Optional[CheckpointFn] = None):
+    def __init__(self, shape: ModelShape):
         super().__init__()
         self.shape = shape
         self.wte = nn.Embedding(shape.padded_vocab, shape.n_embd)
         self.wpe = nn.Embedding(shape.seq_len, shape.n_embd)
-        blocks = [Block(shape) for _ in range(shape.n_layer)]
-        self.h = nn.ModuleList(Checkpointed(b, checkpoint_fn) if checkpoint_fn else b for b in blocks)
+        self.h = nn.ModuleList(Block(shape) for _ in range(shape.n_layer))
         self.ln_f = nn.LayerNorm(shape.n_embd)
         self.lm_head = nn.Linear(shape.n_embd, shape.padded_vocab, bias=False)
         self.lm_head.weight = self.wte.weight           # weight tying, as GPT-2
@@ -139,6 +150,12 @@ def num_params(shape: ModelShape, non_embedding: bool = True) -> int:
 
 
 def flops_per_token(shape: ModelShape) -> float:
+    """Training FLOPs per token of the preset's GPT (position embeddings left out of N)."""
+    return estimate_flops_per_token(num_params(shape), shape.n_layer, shape.n_embd, shape.seq_len)
+
+
+def estimate_flops_per_token(n_params: int, n_layer: int, n_embd: int, seq_len: int) -> float:
     """Training FLOPs per token, PaLM appendix B / nanoGPT estimate_mfu:
-    6 N (forward + backward through the weights) + 12 L H Q T (attention scores and values)."""
-    return 6.0 * num_params(shape) + 12.0 * shape.n_layer * shape.n_embd * shape.seq_len
+    6 N (forward + backward through the weights) + 12 L H Q T (attention scores and values, H Q = n_embd).
+    The one estimate for the presets and for a user's model (N counted from its parameters)."""
+    return 6.0 * n_params + 12.0 * n_layer * n_embd * seq_len

@@ -6,6 +6,9 @@
              3: FSDP2 fully_shard(reshard_after_forward=True)    + parameters sharded between uses
     deepspeed   deepspeed.initialize with zero_optimization.stage = train.zero_stage
 
+The model is the preset's GPT or the user's (`train.model`, workloads/user_model.py); its blocks
+(the first nn.ModuleList) are what activation checkpointing wraps and FSDP2 shards one by one.
+DeepSpeed's config is the engine's own or the user's JSON resolved (workloads/deepspeed_config.py).
 A single rank without a process group trains the bare model. An engine has three
 calls, `forward(x, y) -> loss`, `backward(loss, last)`, `step()`, so the training
 loop is the same for every stage and backend. With accumulation, gradients are
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn as nn
 
+from workloads.deepspeed_config import engine_config as deepspeed_config  # noqa: F401  (tests, docs name it here)
 from workloads.distributed import RankContext
-from workloads.model import GPT, ModelShape, torch_checkpoint
+from workloads.model import GPT, Checkpointed, ModelShape, checkpoint_blocks, torch_checkpoint
+from workloads.user_model import build_user_model, find_blocks, loss_of
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -39,10 +44,41 @@ def require_deepspeed(device_type: str):
     return deepspeed
 
 
-def build(train, shape: ModelShape, ctx: RankContext):
+def build(train, shape: ModelShape, ctx: RankContext, ds_config: Optional[Dict[str, Any]] = None):
     if train.backend == "deepspeed":
-        return DeepSpeedEngine(train, shape, ctx)
+        return DeepSpeedEngine(train, shape, ctx, ds_config)
     return NativeEngine(train, shape, ctx)
+
+
+def make_model(train, shape: ModelShape, checkpoint_fn=None) -> nn.Module:
+    """The preset's GPT, or the user's (train.model); with a checkpoint function, each block
+    (the first nn.ModuleList: workloads/user_model.py) recomputes its activations in backward."""
+    model = build_user_model(train) if train.model else GPT(shape)
+    if checkpoint_fn is not None:
+        blocks = find_blocks(model)
+        if blocks is None:
+            raise RuntimeError(f"train.activation_checkpointing=true but train.model={train.model!r} has no "
+                               f"nn.ModuleList of blocks to checkpoint")
+        checkpoint_blocks(blocks, checkpoint_fn)
+    return model
+
+
+def model_notes(model: nn.Module) -> Dict[str, Any]:
+    """Parameters counted once (tied weights once), before any sharding; the blocks found and
+    how many of them recompute their activations."""
+    blocks = find_blocks(model)
+    return {"n_params_counted": sum(p.numel() for p in model.parameters()),
+            "n_blocks": len(blocks) if blocks is not None else 0,
+            "checkpointed_blocks": sum(isinstance(m, Checkpointed) for m in model.modules())}
+
+
+def wrap_notes(model: nn.Module, sync_mode: str, train) -> Dict[str, Any]:
+    """How the model was wrapped for its ZeRO stage, counted from the wrapped model itself."""
+    from torch.distributed.fsdp import FSDPModule
+
+    units = sum(isinstance(m, FSDPModule) for m in model.modules())
+    name = {"none": "bare", "ddp": "ddp+zero1" if train.zero_stage == 1 else "ddp"}.get(sync_mode, "fsdp2")
+    return {"parallel": name, "fsdp_units": units}
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
@@ -60,8 +96,9 @@ def adamw_kwargs(train, device: torch.device) -> Dict[str, Any]:
 class NativeEngine:
     def __init__(self, train, shape: ModelShape, ctx: RankContext):
         self.accum = train.accum_steps
-        model = GPT(shape, checkpoint_fn=torch_checkpoint if train.activation_checkpointing else None)
+        model = make_model(train, shape, torch_checkpoint if train.activation_checkpointing else None)
         model = model.to(ctx.device)
+        counted = model_notes(model)
         self.model, self.sync_mode = self._wrap(model, train, ctx)
         groups = param_groups(self.model, train.weight_decay)
         kwargs = adamw_kwargs(train, ctx.device)
@@ -74,10 +111,11 @@ class NativeEngine:
         self.scaler = self._scaler(train, ctx)
         dtype = AMP_DTYPES.get(train.precision)
         self.autocast = (lambda: torch.autocast(ctx.device.type, dtype=dtype)) if dtype else contextlib.nullcontext
-        self.notes = {"fused_adamw_effective": "fused" in kwargs, "grad_scaler": self.scaler.is_enabled()}
+        self.notes = {"fused_adamw_effective": "fused" in kwargs, "grad_scaler": self.scaler.is_enabled(), **counted,
+                      **wrap_notes(self.model, self.sync_mode, train)}
 
     @staticmethod
-    def _wrap(model: GPT, train, ctx: RankContext):
+    def _wrap(model: nn.Module, train, ctx: RankContext):
         """(module to call, how gradients are kept from syncing): bare, DDP or FSDP2."""
         if not ctx.distributed or train.zero_stage in (0, 1):
             if train.compile:
@@ -101,7 +139,7 @@ class NativeEngine:
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with self.autocast():
-            return self.model(x, y)
+            return loss_of(self.model(x, y))
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         with self._grad_sync(last):
@@ -120,44 +158,27 @@ class NativeEngine:
         self.optimizer.zero_grad(set_to_none=True)
 
 
-def shard(model: GPT, train) -> nn.Module:
+def shard(model: nn.Module, train) -> nn.Module:
     """FSDP2: each block its own unit, then the root (embeddings, tied head, final norm).
     Stage 2 keeps parameters gathered from forward to backward; stage 3 frees them after
-    each block's forward and gathers them again for its backward."""
+    each block's forward and gathers them again for its backward. A user's model without
+    an nn.ModuleList of blocks is one unit (compiled whole)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     dtype = AMP_DTYPES.get(train.precision)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
     reshard = train.zero_stage == 3
-    for block in model.h:
+    blocks = find_blocks(model)
+    for block in blocks if blocks is not None else ():
         if train.compile:
             block.compile()
         fully_shard(block, reshard_after_forward=reshard, mp_policy=policy)
+    if blocks is None and train.compile:
+        model.compile()
     return fully_shard(model, reshard_after_forward=reshard, mp_policy=policy)
 
 
 # -- DeepSpeed ----------------------------------------------------------------------
-def deepspeed_config(train, world_size: int) -> Dict[str, Any]:
-    """The DeepSpeed config a trial's settings amount to (pure: tested without DeepSpeed)."""
-    config: Dict[str, Any] = {
-        "train_batch_size": train.micro_batch * train.accum_steps * world_size,
-        "train_micro_batch_size_per_gpu": train.micro_batch,
-        "gradient_accumulation_steps": train.accum_steps,
-        "zero_optimization": {"stage": train.zero_stage, "reduce_scatter": train.reduce_scatter,
-                              "contiguous_gradients": train.contiguous_gradients, "overlap_comm": True},
-        "bf16": {"enabled": train.precision == "bf16"},
-        "fp16": {"enabled": train.precision == "fp16"},
-        "zero_allow_untested_optimizer": True,     # torch's AdamW: no DeepSpeed op to build
-        "gradient_clipping": 0.0,                  # DeepSpeed clips to norm 1.0 unless told; native does not clip
-        "steps_per_print": 10**9,
-        "wall_clock_breakdown": False,
-    }
-    if train.activation_checkpointing:
-        config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
-                                              "contiguous_memory_optimization": False}
-    return config
-
-
 def join_process_group(deepspeed, ctx: RankContext) -> None:
     """DeepSpeed adopts the trial's process group (gloo on CPUs, NCCL on GPUs) rather than
     starting its own: it reads the rank from the environment and wraps torch.distributed.
@@ -175,25 +196,29 @@ class DeepSpeedEngine:
     """DeepSpeed owns loss scaling, accumulation and the ZeRO stage; `engine.step()` runs
     after every micro-batch and updates the weights only at the accumulation boundary."""
 
-    def __init__(self, train, shape: ModelShape, ctx: RankContext):
+    def __init__(self, train, shape: ModelShape, ctx: RankContext, config: Optional[Dict[str, Any]] = None):
         deepspeed = require_deepspeed(ctx.device.type)
         join_process_group(deepspeed, ctx)
-        config = deepspeed_config(train, ctx.world_size)
+        config = config if config is not None else deepspeed_config(train, ctx.world_size)
         checkpoint_fn = None
         if train.activation_checkpointing:          # reads the world size: after join_process_group
             deepspeed.checkpointing.configure(None, deepspeed_config=config)
             checkpoint_fn = deepspeed.checkpointing.checkpoint
-        model = GPT(shape, checkpoint_fn=checkpoint_fn).to(ctx.device)
+        model = make_model(train, shape, checkpoint_fn).to(ctx.device)
+        counted = model_notes(model)
         if train.compile:
             model = torch.compile(model)
-        optimizer = torch.optim.AdamW(param_groups(model, train.weight_decay), **adamw_kwargs(train, ctx.device))
+        groups = param_groups(model, train.weight_decay)
+        own_optimizer = "optimizer" not in config   # else DeepSpeed builds the JSON's optimizer
+        optimizer = torch.optim.AdamW(groups, **adamw_kwargs(train, ctx.device)) if own_optimizer else None
         self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
+                                                    model_parameters=None if own_optimizer else groups,
                                                     dist_init_required=False)
-        self.notes = {"fused_adamw_effective": bool(train.fused_adamw and ctx.device.type == "cuda"),
-                      "grad_scaler": train.precision == "fp16"}
+        self.notes = {"fused_adamw_effective": bool(own_optimizer and train.fused_adamw and ctx.device.type == "cuda"),
+                      "grad_scaler": bool(config.get("fp16", {}).get("enabled")), **counted}
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.engine(x, y)
+        return loss_of(self.engine(x, y))
 
     def backward(self, loss: torch.Tensor, last: bool) -> None:
         self.engine.backward(loss)         # DeepSpeed divides by gradient_accumulation_steps itself

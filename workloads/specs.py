@@ -10,6 +10,8 @@ from typing import Any, Dict, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.spec import WorkloadSpec, Wants
+from workloads.deepspeed_config import cpu_flags, fp16_refused_on_cpu, load_json, resolve
+from workloads.user_model import check_import_path
 
 # What a trial of either workload imports anyway; none of it starts CUDA.
 _COMMON_PRELOAD = ("torch", "numpy", "webdataset")
@@ -17,8 +19,9 @@ _COMMON_PRELOAD = ("torch", "numpy", "webdataset")
 
 # -- the DataLoader ------------------------------------------------------------------
 def loader_wants(cfg) -> Wants:
-    """A loader with N workers keeps N + 1 processes busy."""
-    return Wants(cpus=float(cfg.data.num_workers + 1), gpus=1.0)
+    """A loader with N workers (DataLoader) or N threads (DALI) keeps N + 1 cores busy."""
+    helpers = cfg.data.dali.num_threads if cfg.data.loader == "dali" else cfg.data.num_workers
+    return Wants(cpus=float(helpers + 1), gpus=1.0)
 
 
 def halve_loader_batch(cfg) -> Optional[Dict[str, Any]]:
@@ -41,9 +44,30 @@ def check_shards(cfg) -> None:
             raise ConfigError(f"data.url={url!r}: {problem}")
 
 
+DALI_INSTALL = "pip install 'sweeper[dali]' (from a checkout: pip install -e '.[dali]')"
+
+
+def check_dali_installed(cfg) -> None:
+    """data.loader=dali without DALI fails at plan time; find_spec, so the driver never imports DALI."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("nvidia.dali") is not None
+    except (ImportError, ValueError):    # no `nvidia` namespace package at all
+        found = False
+    if cfg.data.loader == "dali" and not found:
+        raise ConfigError(f"data.loader=dali: NVIDIA DALI is not installed; {DALI_INSTALL}, or data.loader=torch")
+
+
+def check_loader(cfg) -> None:
+    check_shards(cfg)
+    check_dali_installed(cfg)
+
+
 DATALOADER = WorkloadSpec(
-    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_shards, resources=loader_wants,
-    preload=_COMMON_PRELOAD + ("workloads.dataloader",), shrink=halve_loader_batch, items_label="samples",
+    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_loader, resources=loader_wants,
+    # never DALI here: it may start CUDA, and the zygote forks every trial
+    preload=_COMMON_PRELOAD + ("PIL.Image", "workloads.dataloader"), shrink=halve_loader_batch, items_label="samples",
     headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),), memory="host_mem_gb")
 
 
@@ -63,12 +87,50 @@ def halve_micro_batch(cfg) -> Optional[Dict[str, Any]]:
 
 
 def check_step(cfg) -> None:
-    if cfg.train.data_source == "shards":
+    train = cfg.train
+    if train.data_source == "shards":
         check_shards(cfg)
+        if (cfg.data.loader, cfg.data.kind) != ("torch", "tokens"):
+            raise ConfigError(f"data.loader={cfg.data.loader} data.kind={cfg.data.kind}: the training step reads "
+                              f"token shards with the torch loader only; set data.loader=torch data.kind=tokens")
+    for key in ("model", "batch"):                 # found without importing them (or torch)
+        if getattr(train, key):
+            problem = check_import_path(getattr(train, key), f"train.{key}")
+            if problem:
+                raise ConfigError(problem)
+    if train.deepspeed_config:
+        check_deepspeed_json(cfg)
+
+
+def check_deepspeed_json(cfg) -> None:
+    """The user's DeepSpeed JSON as this trial would run it: every contradiction, one line each."""
+    train = cfg.train
+    key = f"train.deepspeed_config={train.deepspeed_config!r}"
+    try:
+        user = load_json(train.deepspeed_config)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    steps = cfg.workload.warmup_steps + cfg.workload.steps
+    resolved = resolve(train, train.world_size, user, train.shape()["n_embd"], cfg.workload.warmup_steps, steps)
+    if resolved.problems:
+        raise ConfigError("\n".join(f"{key}: {p}" for p in resolved.problems))
+
+
+def check_step_device(cfg, device: str) -> None:
+    """fp16 through DeepSpeed on CPUs: its CPU accelerator refuses it unless oneDNN has fp16
+    (this machine's CPU flags stand for the workers')."""
+    train = cfg.train
+    if train.backend == "deepspeed" and train.precision == "fp16" and device == "cpu" \
+            and fp16_refused_on_cpu(cpu_flags()):
+        source = f" (train.deepspeed_config={train.deepspeed_config!r} asks for it too)" if train.deepspeed_config else ""
+        raise ConfigError(f"train.precision=fp16: DeepSpeed's CPU accelerator refuses fp16 here (is_fp16_supported() "
+                          f"is false: this CPU has no AVX512-FP16 or AMX-FP16) and these trials run on CPUs{source}; "
+                          f"use train.precision=bf16 or fp32, or GPUs")
 
 
 TRAIN_STEP = WorkloadSpec(
-    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step, resources=step_wants,
+    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step,
+    check_device=check_step_device, resources=step_wants,
     preload=_COMMON_PRELOAD + ("workloads.train_step",), shrink=halve_micro_batch, items_label="samples",
     headline=(("tokens_per_s", "tokens/s", 1.0, 0), ("mfu", "MFU %", 100.0, 1),
               ("loss_final", "loss", 1.0, 4)),

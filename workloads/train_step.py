@@ -24,6 +24,7 @@ Defaults live in sweeper/schema.py (TrainConfig); the ones that matter:
     compile=false             torch.compile
     zero_stage=0              0 DDP | 1 DDP + ZeroRedundancyOptimizer | 2, 3 FSDP2 (see workloads/parallel.py)
     world_size=1              ranks, started by this trial (workloads/distributed.py)
+    model=null                a user's factory, package.module:factory (workloads/user_model.py)
     data_source=synthetic     synthetic: a fixed pool of random batches on the device, as nanoGPT's
                               bench.py (no loading cost; the model memorises the pool, so the loss falls);
                               shards: the dataloader workload's shards (data.*), so data waits show
@@ -36,6 +37,7 @@ steps) for numeric drift against the fp32 / ZeRO-0 trial of the same seed
 from __future__ import annotations
 
 import dataclasses
+import json
 import resource
 import statistics
 import time
@@ -45,9 +47,9 @@ import torch
 import torch._dynamo  # noqa: F401  AdamW imports it on first use (~4 s): once here, before ranks fork
 import torch.distributed as dist
 
-from workloads import distributed, parallel
+from workloads import deepspeed_config, distributed, parallel
 from workloads.distributed import RankContext
-from workloads.model import ModelShape, flops_per_token, num_params
+from workloads.model import ModelShape, estimate_flops_per_token, flops_per_token, num_params
 from workloads.specs import TRAIN_STEP as SPEC  # noqa: F401  what the core knows of this workload
 
 # Dense bf16 peak per GPU (datasheets; torchtitan's tools/utils.py). Matched by substring of the name.
@@ -83,7 +85,8 @@ def train_rank(cfg, probe, ctx: RankContext) -> None:
     torch.manual_seed(cfg.workload.seed)                # the same initial weights on every rank
     batches = make_batches(cfg, shape, ctx)
     try:
-        engine = parallel.build(train, shape, ctx)
+        ds_config = deepspeed_for_trial(cfg, shape, probe, ctx) if train.backend == "deepspeed" else None
+        engine = parallel.build(train, shape, ctx, ds_config)
         ctx.figures.update(engine.notes)
         times, losses = train_loop(cfg, probe, engine, batches, ctx)
         ctx.figures.update(step_figures(times[-cfg.workload.steps:], losses, ctx))
@@ -93,6 +96,23 @@ def train_rank(cfg, probe, ctx: RankContext) -> None:
         for name, value in memory.items():               # kept even when the step ran out of memory
             probe.set_figure(name, value)
         batches.close()
+
+
+def deepspeed_for_trial(cfg, shape: ModelShape, probe, ctx: RankContext) -> Dict[str, Any]:
+    """The DeepSpeed config this trial runs (the user's JSON resolved, or the engine's own);
+    rank 0 stores it in the trial folder as deepspeed_config.json and notes what it overrode."""
+    steps = cfg.workload.warmup_steps + cfg.workload.steps
+    resolved = deepspeed_config.trial_config(cfg.train, ctx.world_size, shape.n_embd, cfg.workload.warmup_steps, steps)
+    if resolved.problems:          # planning refuses these; a notebook's direct call gets here
+        raise ValueError(f"train.deepspeed_config={cfg.train.deepspeed_config!r}: " + "; ".join(resolved.problems))
+    if ctx.rank == 0:
+        out_dir = getattr(probe, "out_dir", None)
+        if out_dir is not None:
+            (out_dir / "deepspeed_config.json").write_text(json.dumps(resolved.config, indent=2, sort_keys=True))
+        for line in resolved.overridden:
+            probe.warn(f"train.deepspeed_config: the sweep's axis overrode the JSON's {line}")
+        ctx.figures["deepspeed_overridden"] = "; ".join(resolved.overridden)
+    return resolved.config
 
 
 def set_matmul_precision(precision: str, device: torch.device, probe) -> str:
@@ -259,6 +279,10 @@ class ShardBatches:
 
 
 def make_batches(cfg, shape: ModelShape, ctx: RankContext):
+    if cfg.train.batch:
+        from workloads.user_model import UserBatches
+
+        return UserBatches(cfg, ctx.rank, ctx.world_size, ctx.device)
     if cfg.train.data_source == "shards":
         return ShardBatches(cfg, shape, ctx.rank, ctx.world_size, ctx.device)
     return SyntheticBatches(cfg.train, shape, cfg.workload.seed, ctx.rank, ctx.device)
@@ -312,9 +336,10 @@ def trial_figures(cfg, probe, per_rank: List[Dict[str, Any]]) -> Dict[str, Any]:
     samples = train.micro_batch * train.accum_steps * train.world_size
     tokens_per_s = samples * shape.seq_len / rank0["step_mean_s"]
     peak, source = peak_flops(train, cfg.workload.device)
+    n_params, flops, flops_source = model_flops(train, shape, rank0)
     out: Dict[str, Any] = {
-        **dataclasses.asdict(shape), "n_params": num_params(shape, non_embedding=False),
-        "flops_per_token": flops_per_token(shape),
+        **dataclasses.asdict(shape), "model": train.model or f"preset {train.preset}", "n_params": n_params,
+        "flops_per_token": flops, "flops_source": flops_source,
         "precision": train.precision, "precision_effective": rank0["precision_effective"],
         "zero_stage": train.zero_stage, "world_size": train.world_size, "backend": train.backend,
         "compile": train.compile, "activation_checkpointing": train.activation_checkpointing,
@@ -323,15 +348,35 @@ def trial_figures(cfg, probe, per_rank: List[Dict[str, Any]]) -> Dict[str, Any]:
         "effective_batch": samples, "tokens_per_step": samples * shape.seq_len,
         "tokens_per_s": tokens_per_s, "samples_per_s": tokens_per_s / shape.seq_len,
         "peak_flops": peak, "peak_flops_source": source,
-        "mfu": tokens_per_s * flops_per_token(shape) / (peak * train.world_size) if peak else None,
+        "mfu": tokens_per_s * flops / (peak * train.world_size) if peak else None,
         "loss_initial": rank0["loss_initial"], "loss_final": rank0["loss_final"],
         "loss_steps": rank0["steps_run"],
     }
-    out.update({k: v for k, v in rank0.items() if k in ("fused_adamw_effective", "grad_scaler")})
+    out.update({k: v for k, v in rank0.items() if k in ("fused_adamw_effective", "grad_scaler", "n_blocks",
+                                                         "checkpointed_blocks", "parallel", "fsdp_units",
+                                                         "deepspeed_overridden")})
     for rank, figures in enumerate(per_rank):
         out.update({f"rank{rank}_{k}": v for k, v in figures.items() if _per_rank(k)})
     out.update(_max_over_ranks(per_rank, probe))
+    if train.data_source == "shards":   # for the analysis' shards and pinned-memory warnings (pitfalls.py)
+        from workloads.dataloader import shard_paths
+
+        out.update(num_shards=len(shard_paths(cfg.data)), batch_bytes=train.micro_batch * (cfg.data.seq_len + 1) * 4)
     return out
+
+
+def model_flops(train, shape: ModelShape, rank0: Dict[str, Any]) -> tuple:
+    """(parameters, training FLOPs a token, where the FLOPs came from). The preset's N comes from
+    its shape, without position embeddings (nanoGPT); a user's model's N is its parameters counted
+    once, and the attention term uses train's n_layer, n_embd and seq_len. train.flops_per_token wins."""
+    if train.model:
+        n_params = rank0["n_params_counted"]
+        estimate = estimate_flops_per_token(n_params, shape.n_layer, shape.n_embd, shape.seq_len)
+    else:
+        n_params, estimate = num_params(shape, non_embedding=False), flops_per_token(shape)
+    if train.flops_per_token:
+        return n_params, float(train.flops_per_token), "given"
+    return n_params, estimate, "estimated 6N+attn"
 
 
 def _per_rank(key: str) -> bool:

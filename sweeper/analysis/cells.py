@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import stats
+from sweeper.analysis import overlap, stats
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.text import cell_label, short_keys, value_text
 from sweeper.schema import AnalysisConfig
@@ -76,6 +76,9 @@ class Analysis:
     noise_floor: Optional[stats.Comparison]
     notes: List[str]
     recommendation: Any = None   # recommend.Recommendation, or None
+    pitfalls: pd.DataFrame = field(default_factory=pd.DataFrame)   # trial_id, cell_id, cell, code, message
+    extra: List[Column] = field(default_factory=list)   # figures the analysis adds per cell: cost, scaling
+    cost_column: Optional[str] = None                   # usd_per_m_tokens / usd_per_m_samples, when priced
     fleet: pd.DataFrame = field(default_factory=pd.DataFrame)   # each device against its peers (analysis/fleet.py)
 
     @property
@@ -131,18 +134,36 @@ def normalise(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def swept_axes(summary: pd.DataFrame) -> List[str]:
-    """The sweep's axes: the summary's dotted columns (data.num_workers, ...), in order."""
-    return [c for c in summary.columns if "." in str(c)]
+    """The sweep's axes: the summary's dotted columns (data.num_workers, ...), in order;
+    first the workload when the run holds several (+sweep=playbook)."""
+    axes = [c for c in summary.columns if "." in str(c)]
+    return ["workload", *axes] if len(run_workloads(summary)) > 1 else axes
+
+
+def run_workloads(summary: pd.DataFrame) -> List[str]:
+    """The workloads a run's trials ran, in order of first appearance."""
+    return list(dict.fromkeys(summary["workload"].dropna().astype(str))) if "workload" in summary.columns else []
 
 
 def workload_view(records: Sequence[Dict[str, Any]], summary: pd.DataFrame) -> WorkloadView:
     """The records' workload spec; for records older than specs: items, the first-batch time
     when the trials recorded one, and memory decided later from what the cells hold."""
-    spec = next((r.get("workload_spec") for r in records if r.get("workload_spec")), None) or {}
+    specs = list({r["workload_spec"].get("name"): r["workload_spec"] for r in records if r.get("workload_spec")}.values())
+    if len(specs) > 1:
+        return _several_workloads(specs)
+    spec = specs[0] if specs else {}
     headline = [(str(k), str(label), float(scale), int(digits)) for k, label, scale, digits in spec.get("headline", [])]
     if not spec and FIRST_BATCH[0] in summary.columns and summary[FIRST_BATCH[0]].notna().any():
         headline = [FIRST_BATCH]
     return WorkloadView(spec.get("name", ""), spec.get("items_label") or "items", headline, spec.get("memory", ""))
+
+
+def _several_workloads(specs: Sequence[Dict[str, Any]]) -> WorkloadView:
+    """A run over several workloads: items of different kinds, and the first headline figure
+    of each workload (a cell of another workload shows "-" there)."""
+    headline = [tuple(s["headline"][0]) for s in specs if s.get("headline")]
+    headline = [(str(k), str(label), float(scale), int(digits)) for k, label, scale, digits in headline]
+    return WorkloadView(",".join(str(s.get("name", "")) for s in specs), "items", headline, "")
 
 
 def _matches(row: pd.Series, wanted: Dict[str, str], axes: Sequence[str]) -> bool:
@@ -192,9 +213,11 @@ def repeat_table(summary: pd.DataFrame, steps: pd.DataFrame, figures: Sequence[s
         rows.append({"trial_id": row["trial_id"], "cell_id": row["cell_id"], "repeat": row["repeat"],
                      "is_baseline": row["is_baseline"], "started_at": row.get("started_at"),
                      **_repeat_figures(row, by_trial.get(row["trial_id"])),
-                     **{k: _float(row.get(k)) for k in figures}})
+                     **{k: _float(row.get(k)) for k in figures},
+                     **{k: math.nan for k in overlap.COLUMNS}, **overlap.trial_overlap(row)})
     columns = ["trial_id", "cell_id", "repeat", "is_baseline", "started_at", "p50", "p95", "mean",
-               "items_per_s", "steps", *(k for k in figures if k not in ("p50", "p95", "mean", "items_per_s"))]
+               "items_per_s", "steps", *(k for k in figures if k not in ("p50", "p95", "mean", "items_per_s")),
+               *overlap.COLUMNS]
     return pd.DataFrame(rows, columns=list(dict.fromkeys(columns)))
 
 
@@ -268,6 +291,7 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
+    out.update({name: _median(repeats[name]) for name in overlap.COLUMNS})
     # the adaptive-repeats figure (plan.wants_another_repeat computes the same): 95% interval half-width / mean
     out["items_per_s_rel_halfwidth"] = stats.mean_rel_halfwidth(repeats["items_per_s"])
     if not groups:   # no steps on disk: the summary's figures, without intervals
@@ -439,8 +463,10 @@ def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline:
 
 
 def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisConfig] = None,
-            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = ()) -> Analysis:
-    """Cell figures, verdicts against the baseline, the noise floor and the recommendation of one run."""
+            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = (),
+            cost: Any = None) -> Analysis:
+    """Cell figures, verdicts against the baseline, the noise floor, pitfalls, cost, scaling
+    and the recommendation of one run. `cost`: the run's CostConfig (None: no cost columns)."""
     from sweeper.analysis.recommend import recommend
 
     cfg = cfg or AnalysisConfig()
@@ -455,6 +481,12 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     view.headline = [h for h in view.headline if h not in unrecorded]    # a column of "-" says nothing
     cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
     baseline_id, notes = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
+    workloads = run_workloads(summary)
+    if len(workloads) > 1:      # items/s of a copy against a forward pass: nothing to judge
+        baseline_id, notes = None, [f"this run holds {len(workloads)} workloads ({', '.join(workloads)}): cells of "
+                                    f"different workloads measure different things, so there are no verdicts; "
+                                    f"each workload's figures are its own columns"]
+        cells["is_baseline"] = False
     if baseline_id is not None:
         cells["is_baseline"] = cells["cell_id"] == baseline_id
     comparisons = {m: compare_with_baseline(repeats, list(cells["cell_id"]), baseline_id, cfg, m, seed)
@@ -466,10 +498,35 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     notes += _fleet_notes(fleet)
     analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
                         fleet=fleet)
+    _add_findings(analysis, records, cost)
     analysis.recommendation = recommend(analysis, cfg)
     return analysis
 
 
+def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: Any) -> None:
+    """Pitfalls per trial (and their codes per cell), cost and scaling columns per cell."""
+    from sweeper.analysis import cost as costs
+    from sweeper.analysis.pitfalls import trial_pitfalls
+
+    cells = analysis.cells
+    if cells.empty:
+        return
+    labels = dict(zip(cells["cell_id"], cells["cell"]))
+    rows = [{"trial_id": r["trial_id"], "cell_id": r.get("cell_id"), "cell": labels.get(r.get("cell_id"), ""),
+             "code": p.code, "message": p.message} for r in records for p in trial_pitfalls(r)]
+    analysis.pitfalls = pd.DataFrame(rows, columns=["trial_id", "cell_id", "cell", "code", "message"])
+    by_cell = analysis.pitfalls.groupby("cell_id")["code"].agg(lambda c: ";".join(sorted(set(c)))).to_dict()
+    cells["pitfalls"] = [by_cell.get(c, "") for c in cells["cell_id"]]
+    cells, notes, column = costs.cost_columns(cells, records, cost, analysis.workload.items_label)
+    cells = costs.scaling_columns(cells, analysis.axes)
+    analysis.notes += notes
+    if column is not None:
+        unit = column.rsplit("_", 1)[-1]
+        analysis.cost_column = column
+        analysis.extra.append((column, f"$/M {unit}", 1.0, 4))
+    if "scaling_efficiency" in cells.columns:
+        analysis.extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
+    analysis.cells = cells
 def _fleet_notes(fleet: pd.DataFrame) -> List[str]:
     slow = fleet[fleet["outlier"]] if not fleet.empty else fleet
     return [f"fleet: {row['device']} (node {str(row['node'])[:12]}) is slower than its peers on cell "

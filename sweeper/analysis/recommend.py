@@ -14,6 +14,7 @@ Pure: takes an `Analysis` (cells.py), returns a `Recommendation` and its text.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -21,10 +22,10 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import stats
+from sweeper.analysis import overlap, stats
 from sweeper.analysis.cells import COLUMN, HIGHER_IS_BETTER, METRICS, compare_with_baseline
 from sweeper.analysis.text import num, pct
-from sweeper.schema import AnalysisConfig, ConstraintsConfig
+from sweeper.schema import AnalysisConfig
 
 # constraint -> (cell-table column, unit)
 CONSTRAINTS = {"max_gpu_mem_gb": ("gpu_mem_gb", "GB"), "max_host_mem_gb": ("host_mem_gb", "GB"),
@@ -49,6 +50,9 @@ class Recommendation:
     runner_up: str = ""                # the best point estimate, when it was not chosen
     baseline_value: float = math.nan   # the objective's median over the baseline's repeats
     items_label: str = "items"
+    loader: str = ""                   # the overlap projection of the chosen cell (overlap.loader_words)
+    cost_unit: str = ""                # objective "cost": tokens or samples (per million)
+    throughput_verdict: str = ""       # objective "cost": the chosen cell's throughput verdict
 
 
 def _objective(analysis) -> str:
@@ -61,12 +65,17 @@ def _objective(analysis) -> str:
     return PER_ITEM if per_cell.nunique() > 1 else analysis.metric
 
 
-def _allowed(cells: pd.DataFrame, constraints: ConstraintsConfig):
+def _limits(cfg: AnalysisConfig, memory_column: str):
+    """(name, limit, cell column, unit) of every constraint, analysis.max_memory_gb on the workload's memory."""
+    out = [(name, getattr(cfg.constraints, name), column, unit) for name, (column, unit) in CONSTRAINTS.items()]
+    return out + [("max_memory_gb", cfg.max_memory_gb, memory_column, "GB")]
+
+
+def _allowed(cells: pd.DataFrame, cfg: AnalysisConfig, memory_column: str = "host_mem_gb"):
     """(mask of cells within the limits, applied, ignored) for the constraints that are set."""
     mask = pd.Series(True, index=cells.index)
     applied, ignored = [], []
-    for name, (column, unit) in CONSTRAINTS.items():
-        limit = getattr(constraints, name)
+    for name, limit, column, unit in _limits(cfg, memory_column):
         if limit is None:
             continue
         if column not in cells.columns or cells[column].isna().all():
@@ -110,8 +119,10 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
     cells = analysis.cells
     if cells.empty or analysis.baseline_id is None or analysis.verdicts.empty:
         return None
+    if cfg.objective == "cost":
+        return _with_loader(recommend_cost(analysis, cfg), analysis)
     objective = _objective(analysis)
-    mask, applied, ignored = _allowed(cells, cfg.constraints)
+    mask, applied, ignored = _allowed(cells, cfg, analysis.workload.memory)
     table = _with_gains(cells.set_index("cell_id").join(_comparisons(analysis, objective, cfg)),
                         objective in HIGHER_IS_BETTER)
     candidates = table[mask.to_numpy() & (table["repeats"] > 0).to_numpy()]
@@ -138,7 +149,42 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
         baseline_value=_median_value(analysis, analysis.baseline_id, objective), items_label=label)
     if best_guess != chosen:
         rec.runner_up = _runner_up(table.loc[best_guess])
+    return _with_loader(rec, analysis)
+
+
+def _with_loader(rec: Optional[Recommendation], analysis) -> Optional[Recommendation]:
+    """The chosen cell's overlap projection, in words (sweeper/analysis/overlap.py)."""
+    if rec is not None and rec.cell_id is not None:
+        row = analysis.cells.set_index("cell_id").loc[rec.cell_id]
+        rec.loader = overlap.loader_words(row.to_dict(), analysis.config.min_effect) or ""
     return rec
+
+
+def recommend_cost(analysis, cfg: AnalysisConfig) -> Recommendation:
+    """analysis.objective=cost: the cell with the fewest dollars per million tokens (or samples)
+    among those within the constraints; gain = baseline cost / its cost - 1 (0.25: 25% cheaper
+    per unit, i.e. the baseline costs 1.25x). Its throughput verdict says whether the
+    difference in speed behind it is detectable."""
+    cells, column, label = analysis.cells, analysis.cost_column, analysis.workload.items_label
+    mask, applied, ignored = _allowed(cells, cfg, analysis.workload.memory)
+    empty = Recommendation(None, "", "cost", math.nan, math.nan, math.nan, math.nan, "", False, applied,
+                           ignored, [str(c) for c in cells.loc[~mask, "cell"]], items_label=label)
+    if column is None:
+        empty.ignored.append("analysis.objective=cost: no cell has a cost (see the cost notes)")
+        return empty
+    priced = cells[mask & (cells["repeats"] > 0) & cells[column].notna()]
+    if priced.empty:
+        return empty
+    best = priced.sort_values(column, kind="stable").iloc[0]
+    base = cells.loc[cells["cell_id"] == analysis.baseline_id, column]
+    base_cost = float(base.iloc[0]) if len(base) else math.nan
+    verdicts = analysis.verdicts.set_index("cell_id")
+    return dataclasses.replace(
+        empty, cell_id=str(best["cell_id"]), cell=str(best["cell"]), value=float(best[column]),
+        gain=base_cost / float(best[column]) - 1.0, verdict="cheapest",
+        is_baseline=best["cell_id"] == analysis.baseline_id, baseline_value=base_cost,
+        cost_unit=column.rsplit("_", 1)[-1],
+        throughput_verdict=str(verdicts.loc[best["cell_id"], "throughput_verdict"]) if best["cell_id"] in verdicts.index else "")
 
 
 def _median_value(analysis, cell_id: str, objective: str) -> float:
@@ -184,6 +230,8 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
         lines.append(f"excluded by the constraints: {'; '.join(rec.excluded)}")
     if rec.cell_id is None:
         return lines + ["no cell satisfies the constraints"]
+    if rec.objective == "cost":
+        return lines + _cost_lines(rec)
     judged = f"judged on {_words(rec)}"
     if rec.is_baseline:
         lines.append(f"recommended: keep the baseline {rec.cell}: no configuration is detectably faster ({judged})")
@@ -192,5 +240,14 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
                      f"interval {_interval(rec.gain_low, rec.gain_high)} ({rec.verdict}; {judged})")
     if rec.runner_up:
         lines.append(rec.runner_up)
-    return lines
+    return lines + ([rec.loader] if rec.loader else [])
+
+
+def _cost_lines(rec: Recommendation) -> List[str]:
+    which = "the baseline" if rec.is_baseline else rec.cell
+    cheaper = "" if rec.is_baseline else f", {pct(rec.gain)} more {rec.cost_unit} per dollar than the baseline"
+    lines = [f"recommended (analysis.objective=cost): {which}: ${num(rec.value, 1.0, 4)} per million "
+             f"{rec.cost_unit} vs ${num(rec.baseline_value, 1.0, 4)} for the baseline{cheaper} "
+             f"(throughput verdict: {rec.throughput_verdict or '-'})"]
+    return lines + ([rec.loader] if rec.loader else [])
 

@@ -16,15 +16,29 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from sweeper.analysis.cells import METRICS, VERDICT_COLUMNS, Analysis, RunData, analyze, load_run
-from sweeper.schema import AnalysisConfig, ConstraintsConfig
+from sweeper.schema import AnalysisConfig, ConstraintsConfig, CostConfig
 
 
 def analyze_run(run: Path, cfg: AnalysisConfig, records: Optional[Sequence[Any]] = None,
-                n_resamples: int = 2000) -> Tuple[RunData, Analysis]:
+                n_resamples: int = 2000, cost: Optional[CostConfig] = None) -> Tuple[RunData, Analysis]:
     """(RunData, Analysis) of a run folder. `records`: the trial records the caller holds
-    (dicts or TrialRecords); None reads them from the folder."""
+    (dicts or TrialRecords); None reads them from the folder. `cost`: the prices; None reads
+    them from the run's multirun.yaml."""
     data = load_run(Path(run), records)
-    return data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples, records=data.records)
+    cost = run_cost_config(Path(run)) if cost is None else cost
+    return data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples, records=data.records, cost=cost)
+
+
+def run_cost_config(run: Path) -> CostConfig:
+    """The `cost:` section that the run was launched with (multirun.yaml), or no prices."""
+    import yaml
+
+    path = Path(run) / "multirun.yaml"
+    values = (yaml.safe_load(path.read_text()) or {}).get("cost") if path.exists() else None
+    cfg = CostConfig(**{k: v for k, v in (values or {}).items() if k in ("gpu_hour_usd", "cpu_hour_usd")})
+    cfg.gpu_hour_usd = dict(cfg.gpu_hour_usd or {})
+    cfg.check()
+    return cfg
 
 
 def analysis_config(values: Optional[Dict[str, Any]]) -> AnalysisConfig:

@@ -27,6 +27,18 @@ def visible_gpus() -> int:
     return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
 
 
+def gpu_models(root: str = "/proc/driver/nvidia/gpus") -> List[str]:
+    """This machine's GPU model names ("NVIDIA H200"), from the driver's /proc files: no torch, no CUDA."""
+    names = []
+    for info in sorted(Path(root).glob("*/information")) if os.path.isdir(root) else []:
+        try:
+            lines = info.read_text().splitlines()
+        except OSError:
+            continue
+        names += [line.split(":", 1)[1].strip() for line in lines if line.startswith("Model:")]
+    return names
+
+
 def this_machine() -> ClusterShape:
     return ClusterShape(node_cpus=[float(os.cpu_count() or 1)], node_gpus=[float(visible_gpus())])
 

@@ -31,7 +31,7 @@ def probe_parts(cfg: Any, device: str, warmup_steps: int,
     if cfg.sample_hz > 0 or cfg.memory_every > 0:
         # memory readings take milliseconds, so they always go to the sampler's own thread,
         # even when utilisation sampling is off (then the sampler has no sources)
-        sources = _sources(device, warnings) if cfg.sample_hz > 0 else []
+        sources = _sources(device, warnings, memory.exclude_pids) if cfg.sample_hz > 0 else []
         parts["sampler"] = Sampler(sources, cfg.sample_hz or 1.0)
     wait = warmup_steps if cfg.profile_wait is None else cfg.profile_wait
     parts["profile"] = make_profile(cfg.profile, out_dir, wait, cfg.profile_warmup, cfg.profile_active, cuda,
@@ -39,8 +39,8 @@ def probe_parts(cfg: Any, device: str, warmup_steps: int,
     return parts, warnings
 
 
-def _sources(device: str, warnings: List[str]) -> List[Any]:
-    sources: List[Any] = [ProcessTree()]
+def _sources(device: str, warnings: List[str], exclude_pids: set) -> List[Any]:
+    sources: List[Any] = [ProcessTree(exclude_pids=exclude_pids)]
     if not is_cuda(device):
         return sources
     try:

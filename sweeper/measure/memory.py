@@ -109,3 +109,38 @@ class CudaMemory:
 def _peak(stats: Dict[str, Any], name: str) -> float:
     """{} until CUDA is initialised: NaN then, not a KeyError."""
     return float(stats.get(name, {}).get("all", {}).get("peak", float("nan")))
+
+
+class RssPeak:
+    """The highest resident memory of this process inside a `with` block, in MB over its
+    start (`peak_mb`): a thread polls RSS every `every_s` (a reading takes microseconds,
+    unlike TreeMemory's). For host peaks that a per-step reading would miss, such as
+    loading a model's weights."""
+
+    def __init__(self, every_s: float = 0.001):
+        import psutil
+
+        self._process, self.every_s = psutil.Process(), every_s
+        self.start_mb = self.peak_mb = 0.0
+        self._stop = None
+
+    def _rss_mb(self) -> float:
+        return self._process.memory_info().rss / MB
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._highest = max(self._highest, self._rss_mb())
+
+    def __enter__(self) -> "RssPeak":
+        import threading
+
+        self.start_mb = self._highest = self._rss_mb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mb = max(self._highest, self._rss_mb()) - self.start_mb

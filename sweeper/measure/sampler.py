@@ -164,12 +164,14 @@ class ProcessTree:
     """CPU %user and %system of the trial process and its children (percent of one core,
     summed, as `top` shows it: 8 busy workers read about 800), and the bytes the tree
     read: from storage (disk_read_mb_s) and through read calls, page cache included
-    (io_read_mb_s). The children list is refreshed once a second; listing costs ~2 ms."""
+    (io_read_mb_s); util_workers_cpu_pct is the children alone (the DataLoader workers). The children list is refreshed once a second; listing costs ~2 ms."""
 
-    def __init__(self, pid: Optional[int] = None, clock: Clock = time.perf_counter_ns, refresh_s: float = 1.0):
+    def __init__(self, pid: Optional[int] = None, clock: Clock = time.perf_counter_ns, refresh_s: float = 1.0,
+                 exclude_pids: Optional[set] = None):
         import psutil
 
         self.root = psutil.Process(pid or os.getpid())
+        self.exclude_pids = exclude_pids if exclude_pids is not None else set()   # other ranks, helpers
         self.clock, self.refresh_ns = clock, int(refresh_s * 1e9)
         self._procs: List[Any] = []
         self._listed_at: Optional[int] = None
@@ -203,7 +205,13 @@ class ProcessTree:
         dt = (now - last[0]) / 1e9
         both = [(counters[p], last[1][p]) for p in counters if p in last[1]]
         delta = [sum(max(0.0, c[i] - l[i]) for c, l in both) for i in range(4)]
+        workers = [(counters[p], last[1][p]) for p in counters
+                   if p in last[1] and p != self.root.pid and p not in self.exclude_pids]
+        busy = sum(max(0.0, c[0] - l[0]) + max(0.0, c[1] - l[1]) for c, l in workers)
         return {"util_cpu_pct": 100 * delta[0] / dt, "util_cpu_sys_pct": 100 * delta[1] / dt,
+                # the loader workers alone (user + system): idle workers while the trainer waits
+                # mean a shallow queue (sweeper/analysis/pitfalls.py)
+                "util_workers_cpu_pct": 100 * busy / dt,
                 "disk_read_mb_s": delta[2] / dt / MB, "io_read_mb_s": delta[3] / dt / MB}
 
 

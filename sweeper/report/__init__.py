@@ -11,7 +11,7 @@ The analysis settings come from the argument, else the run's own multirun.yaml
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
@@ -42,6 +42,9 @@ class Report:
     statistics: Any
     failures: Any
     figures: List[FigureOut]
+    pitfalls: List[str] = field(default_factory=list)   # tables.pitfall_lines
+    overlap: Any = ([], [])                              # tables.overlap_table
+    scaling: Any = ([], [])                              # tables.scaling_table
     fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
 
 
@@ -62,7 +65,8 @@ def build(run: Path, data, analysis) -> Report:
                   verdicts=tables.verdicts(analysis), noise_floor=tables.noise_floor(analysis),
                   recommendation=format_recommendation(analysis.recommendation), notes=analysis.notes,
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
-                  figures=figs, fleet=tables.fleet(analysis))
+                  figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
+                  scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:

@@ -6,7 +6,7 @@ import base64
 from html import escape
 from typing import List
 
-from sweeper.report.tables import Table
+from sweeper.report.tables import OVERLAP_TEXT, SCALING_TEXT, Table
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -49,6 +49,13 @@ def render(report) -> str:
     parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in report.notes] + ["</ul>"]
+    if report.pitfalls:
+        parts += ["<h2>Warnings</h2>", "<ul>"] + [f'<li class="note">{escape(w)}</li>' for w in report.pitfalls]
+        parts += ["</ul>"]
+    for title, text, t in (("Overlap projection", OVERLAP_TEXT, report.overlap),
+                           ("Scaling efficiency", SCALING_TEXT, report.scaling)):
+        if t[1]:
+            parts += [f"<h2>{title}</h2>", f"<p>{escape(text)}</p>"] + table(t)
     parts += ["<h2>Figures</h2>"]
     for figure in report.figures:
         if figure.png is None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import List
 
-from sweeper.report.tables import Table
+from sweeper.report.tables import OVERLAP_TEXT, SCALING_TEXT, Table
 
 
 def table(t: Table) -> List[str]:
@@ -25,6 +25,12 @@ def render(report) -> str:
     lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
+    if report.pitfalls:
+        lines += ["## Warnings", ""] + [f"- {line}" for line in report.pitfalls] + [""]
+    if report.overlap[1]:
+        lines += ["## Overlap projection", "", OVERLAP_TEXT, ""] + table(report.overlap) + [""]
+    if report.scaling[1]:
+        lines += ["## Scaling efficiency", "", SCALING_TEXT, ""] + table(report.scaling) + [""]
     lines += ["## Cell statistics", "", "Intervals are 95% bootstrap intervals: over repeats, then steps "
               "(`CI over` = repeats), or over one process's steps only (`steps`), which is too narrow to "
               "compare cells with.", ""] + table(report.statistics) + [""]

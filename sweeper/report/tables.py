@@ -27,11 +27,12 @@ METRIC_WORDS = {"throughput": "throughput ({label}/s of each repeat: its items /
 
 
 def figures(analysis: Analysis, headline: bool = True) -> List[Figure]:
-    """The figures per-cell tables show: items/s, p50 ms, p95 ms, then the workload's headline."""
+    """The figures per-cell tables show: items/s, p50 ms, p95 ms, then the workload's headline,
+    then what the analysis adds (cost per million, scaling efficiency)."""
     label = analysis.workload.items_label
     out: List[Figure] = [("items_per_s", f"{label}/s", 1.0, None), ("p50", "p50 ms", 1e3, 2),
                          ("p95", "p95 ms", 1e3, 2)]
-    return out + (list(analysis.workload.headline) if headline else [])
+    return out + (list(analysis.workload.headline) + list(analysis.extra) if headline else [])
 
 
 def figure(row: Dict[str, Any], column: str, scale: float = 1.0, digits: Optional[int] = None,
@@ -73,8 +74,9 @@ def cell_statistics(analysis: Analysis) -> Table:
     memory = [(c, h) for c, h in (("gpu_mem_gb", "peak GPU mem GB"), ("host_mem_gb", "peak host mem GB"))
               if c in analysis.cells.columns and analysis.cells[c].notna().any()]
     main = figures(analysis, headline=False)
+    added = list(analysis.workload.headline) + list(analysis.extra)
     header = ["cell", "repeats", "failed", *(f[1] for f in main), "mean ms", "std ms", "CV",
-              *(h[1] for h in analysis.workload.headline), *(h for _, h in memory), "CI over"]
+              *(h[1] for h in added), *(h for _, h in memory), "CI over"]
     rows = []
     cells = cell_rows(analysis)
     for cell_id in _order(analysis):
@@ -84,7 +86,7 @@ def cell_statistics(analysis: Analysis) -> Table:
                      *(figure(row, c, s, d, with_interval=True) for c, _, s, d in main),
                      figure(row, "mean", 1e3, 2, True), figure(row, "std", 1e3, 2),
                      figure(row, "cv", 1.0, 3, True),
-                     *(figure(row, c, s, d) for c, _, s, d in analysis.workload.headline),
+                     *(figure(row, c, s, d) for c, _, s, d in added),
                      *(num(row.get(c), 1.0, 3) for c, _ in memory), str(row.get("ci_over", "-"))])
     return header, rows
 
@@ -175,3 +177,55 @@ def phase_means(steps: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
     labels = analysis.cells.set_index("cell_id")["cell"]
     means.index = [labels.get(c, c) for c in means.index]
     return means.rename(columns=lambda c: c[len("phase_"):-len("_s")])
+
+
+OVERLAP_TEXT = ("Per step, the mean time in data phases (data_wait + h2d) and in compute phases "
+                "(forward + backward + optimizer + comm), measured one after the other; with perfect overlap "
+                "a step would take the larger of the two. The saving is the share of the mean step that "
+                "overlap could remove (median over repeats).")
+SCALING_TEXT = ("Throughput per rank against the world-size-1 cell with the same other settings: "
+                "1.000 is perfect scaling.")
+
+
+def overlap_table(analysis: Analysis) -> Table:
+    """Per cell with a data and a compute phase: their means, measured sum, perfect overlap, saving."""
+    from sweeper.analysis.overlap import COLUMNS
+
+    header = ["cell", "data ms", "compute ms", "measured sum ms", "perfect overlap ms", "overlap saves"]
+    cells = cell_rows(analysis)
+    rows = [[str(row["cell"]), *(num(row.get(c), 1e3, 2) for c in COLUMNS[:4]),
+             num(row.get("overlap_saving"), 100.0, 1) + "%"]
+            for row in (cells[c] for c in _order(analysis)) if num(row.get("overlap_data_s")) != "-"]
+    return header, rows
+
+
+def scaling_table(analysis: Analysis) -> Table:
+    """Per cell when world size is swept: throughput, per rank, and efficiency against world size 1."""
+    from sweeper.analysis.cost import world_size_axis
+
+    axis = world_size_axis(analysis.axes)
+    if axis is None or "scaling_efficiency" not in analysis.cells.columns:
+        return [], []
+    label = analysis.workload.items_label
+    header = ["cell", "world size", f"{label}/s", f"{label}/s per rank", "scaling efficiency"]
+    cells = cell_rows(analysis)
+    rows = [[str(row["cell"]), num(row.get(axis), 1.0, 0), figure(row, "items_per_s"),
+             figure(row, "items_per_s_per_rank"), num(row.get("scaling_efficiency"), 1.0, 3)]
+            for row in (cells[c] for c in _order(analysis))]
+    return header, rows
+
+
+def pitfall_lines(analysis: Analysis) -> List[str]:
+    """One line per cell and warning: "cell: message (n of N repeats)", in cell order."""
+    found = analysis.pitfalls
+    if found is None or found.empty:
+        return []
+    repeats = analysis.cells.set_index("cell_id")["repeats"]
+    lines = []
+    for cell_id in _order(analysis):
+        mine = found[found["cell_id"] == cell_id]
+        for code, group in mine.groupby("code", sort=False):
+            total = int(repeats.get(cell_id, len(group)))
+            lines.append(f"{group['cell'].iloc[0]}: [{code}] {group['message'].iloc[0]} "
+                         f"({len(group)} of {total} repeat(s))")
+    return lines

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# GPU host (one H200): the profiling playbook's microbenchmarks at real sizes (docs/playbook.md).
+#   1. +sweep=playbook through the Ray executor: every microbenchmark, one trial each, with the
+#      "auto" sizes of a GPU (512 MB copies, GPT-2 124M in bf16 for forward timing, GPT-2 124M
+#      for the allocator warm-up); the figures of each trial are printed
+#   2. the copy microbenchmark against a plain torch copy loop on the same host, pinned and
+#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop, the sweeper sweep (executor=local, so
+#      the 8 trials share one CUDA start), the plain loop again; each sweeper GB/s against the
+#      mean of the two plain runs must be within 5% (REFERENCE-NUMBERS.md: 54.3 GB/s pinned,
+#      6.1 GB/s pageable at 512 MB)
+#   3. no Ray, zygote or GPU process may be left behind
+# Run from the project root with .whl carried (../shared/gpu-host/wheelhouse.sh); about 2-3
+# minutes, each step under `timeout`. Logs and summaries land under $OUT; the table is printed last.
+source "$(dirname "$0")/_gpu_host.sh"
+START=$(date +%s)
+RES=/tmp/results
+common=(wandb.enabled=false report.enabled=false results_dir=$RES)
+SIZES=${PLAYBOOK_SIZES:-0.5,8,64,512}     # PLAYBOOK_SIZES=0.5,8: a short try-out
+
+newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
+leftovers() {
+  echo "-- leftovers after $1 ($(($(date +%s) - START)) s):"
+  ps -eo pid,ppid,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep \
+    && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
+  local gpu
+  gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
+  [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
+}
+run_sweep() {   # name cap args...
+  local name=$1 cap=$2; shift 2
+  echo; echo "== $name: python3 -m sweeper $* (timeout ${cap}s)"
+  local t0; t0=$(date +%s.%N)
+  timeout "$cap" python3 -m sweeper "$@"
+  local rc=$?
+  echo "-- $name: exit $rc$( ((rc == 124)) && echo ' (TIMED OUT)') in $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s"
+}
+plain_copy() {   # the same copies with nothing but torch: median of 20 per-copy CUDA event timings, each
+                 # copy synchronised as a plain script does (at 0.5 MB the probe's own work per step
+                 # leaves the stream idle before each copy too, so both include one launch gap)
+  python3 - "$SIZES" "$1" <<'PY'
+import json, statistics, sys
+import torch
+sizes, out = [float(s) for s in sys.argv[1].split(",")], {}
+dst_all = torch.empty(int(max(sizes) * 1e6), dtype=torch.uint8, device="cuda")
+for size in sizes:
+    n = int(size * 1e6)
+    dst = dst_all[:n]
+    for pinned in (True, False):
+        src = torch.empty(n, dtype=torch.uint8, pin_memory=pinned).fill_(1)
+        for _ in range(3):
+            dst.copy_(src, non_blocking=pinned)
+        times = []
+        for _ in range(20):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(); dst.copy_(src, non_blocking=pinned); b.record(); b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        out[f"{size:g}/{'pinned' if pinned else 'pageable'}"] = n / statistics.median(times) / 1e9
+        del src
+json.dump(out, open(sys.argv[2], "w"))
+print("plain torch copy GB/s:", {k: round(v, 1) for k, v in out.items()})
+PY
+}
+
+{
+  nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --format=csv,noheader
+  python3 -c "import torch, ray, hydra; print('torch', torch.__version__, 'cuda', torch.version.cuda, '| ray', ray.__version__, '| hydra', hydra.__version__)"
+  echo "cores $(nproc)"
+
+  run_sweep "1. playbook" 150 +sweep=playbook "${common[@]}"
+  PB=$(newest playbook); echo "run folder: $PB"
+  [ -n "$PB" ] && cp "$PB/summary.csv" "$OUT/playbook-summary.csv"
+  leftovers "1. playbook"
+
+  echo; echo "== 2. copy: plain torch, sweeper, plain torch"
+  timeout 60 plain_copy "$OUT/plain-before.json"
+  run_sweep "2. h2d_copy sizes" 90 workload=h2d_copy "workload.params.size_mb=$SIZES" workload.params.pinned=true,false \
+      workload.params.compare=false workload.params.overlap=false executor=local "${common[@]}"
+  CP=$(newest single); echo "run folder: $CP"
+  [ -n "$CP" ] && cp "$CP/summary.csv" "$OUT/copy-summary.csv"
+  timeout 60 plain_copy "$OUT/plain-after.json"
+  leftovers "2. copy"
+
+  echo; echo "== figures ($(($(date +%s) - START)) s in all)"
+  python3 - "$PB" "$CP" "$OUT" <<'PY'
+import json, math, sys
+from pathlib import Path
+import pandas as pd
+playbook, copies, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+if playbook:
+    s = pd.read_csv(playbook.rstrip("/") + "/summary.csv")
+    for _, row in s.iterrows():
+        figures = {k: v for k, v in row.items() if k not in ("trial_id", "cell_id", "overrides", "host", "pid")
+                   and not str(k).startswith("phase_") and isinstance(v, (int, float)) and not pd.isna(v)}
+        print(f"{row['workload']:17} {row['status']:6} " + " ".join(f"{k}={v:.4g}" for k, v in figures.items()
+                                                                   if not isinstance(v, bool)))
+        if row["status"] != "ok":
+            print("   ", row.get("error_type"), str(row.get("error_message"))[:300])
+print("reference (one H200, plain script): 54.3 GB/s pinned, 6.1 GB/s pageable at 512 MB")
+plain = [json.loads((out / f).read_text()) for f in ("plain-before.json", "plain-after.json") if (out / f).exists()]
+if copies and plain:
+    s = pd.read_csv(copies.rstrip("/") + "/summary.csv")
+    print(f"{'size MB':>8} {'memory':9} {'sweeper GB/s':>12} {'plain GB/s':>10} {'ratio':>6}  within 5%")
+    worst = 0.0
+    for _, row in s.sort_values(["workload.params.size_mb", "workload.params.pinned"]).iterrows():
+        key = f"{float(row['workload.params.size_mb']):g}/{'pinned' if row['workload.params.pinned'] else 'pageable'}"
+        ref = sum(p[key] for p in plain) / len(plain)
+        ratio = row["copy_gbps"] / ref if row["status"] == "ok" else math.nan
+        worst = max(worst, abs(ratio - 1)) if not math.isnan(ratio) else math.inf
+        print(f"{row['workload.params.size_mb']:>8g} {key.split('/')[1]:9} {row['copy_gbps']:>12.1f} {ref:>10.1f} "
+              f"{ratio:>6.3f}  {'yes' if abs(ratio - 1) <= 0.05 else 'NO'}")
+    print(f"copy microbenchmark vs plain torch loop: worst difference {worst * 100:.1f}% "
+          f"({'PASS' if worst <= 0.05 else 'FAIL'}: must be within 5%)")
+PY
+} 2>&1 | grep --line-buffered -v "authentication_token" | tee "$OUT/playbook.log"
