@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import overlap, stats
-from sweeper.analysis import stats
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.text import cell_label, short_keys, value_text
 from sweeper.schema import AnalysisConfig
@@ -292,11 +291,8 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
-    fleet = fleet_table(records, repeats, cfg, seed)
-    notes += _fleet_notes(fleet)
-    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
-                        fleet=fleet)
-    _add_findings(analysis, records, cost)
+    # the adaptive-repeats figure (plan.wants_another_repeat computes the same): 95% interval half-width / mean
+    out["items_per_s_rel_halfwidth"] = stats.mean_rel_halfwidth(repeats["items_per_s"])
     if not groups:   # no steps on disk: the summary's figures, without intervals
         out["mean"] = _median(repeats["mean"])
         out["ci_over"] = "none"
@@ -497,14 +493,11 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     floor = noise_floor(repeats, baseline_id, cfg, cfg.metric, seed) if baseline_id is not None else None
     verdicts = verdict_table(cells, comparisons, baseline_id, cfg.metric) if not cells.empty else pd.DataFrame()
     notes += _notes(cells, repeats, floor, cfg, comparisons.get(cfg.metric, {}))
-    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes)
-    _add_findings(analysis, records, cost)
-
-
     fleet = fleet_table(records, repeats, cfg, seed)
     notes += _fleet_notes(fleet)
     analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
                         fleet=fleet)
+    _add_findings(analysis, records, cost)
     analysis.recommendation = recommend(analysis, cfg)
     return analysis
 
@@ -533,6 +526,8 @@ def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: A
     if "scaling_efficiency" in cells.columns:
         analysis.extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
     analysis.cells = cells
+
+
 def _fleet_notes(fleet: pd.DataFrame) -> List[str]:
     slow = fleet[fleet["outlier"]] if not fleet.empty else fleet
     return [f"fleet: {row['device']} (node {str(row['node'])[:12]}) is slower than its peers on cell "
