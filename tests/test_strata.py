@@ -108,9 +108,12 @@ def test_a_cell_alone_in_its_stratum_gets_no_verdict_and_says_so():
     assert "noise floor, kind=images: no baseline in this stratum, so none" in tables.noise_floor(a)
 
 
-def test_a_key_that_is_not_swept_splits_nothing_and_says_so():
+def test_a_key_with_one_value_splits_nothing_and_says_so():
     a = cells.analyze(_summary(_loaders()), EMPTY, AnalysisConfig(compare_within=["data.batch_size"]))
-    assert a.strata == [] and any("data.batch_size is not swept" in n for n in a.notes)
+    assert a.strata == [] and any("data.batch_size has one value in this run" in n for n in a.notes)
+    one_kind = {k: v for k, v in _loaders().items() if v[0][KIND] == "images"}     # +sweep=loaders data.kind=images
+    a = cells.analyze(_summary(one_kind), EMPTY, STRATIFIED)
+    assert a.strata == [] and a.baseline_id == "it" and "stratum" not in a.cells.columns
 
 
 def test_compare_within_is_checked_with_its_dotted_key():

@@ -230,9 +230,11 @@ def strata_keys(summary: pd.DataFrame, axes: Sequence[str], cfg: AnalysisConfig)
     notes = []
     for key in cfg.compare_within or []:
         column = axis_column(key, [a for a in axes if a != "workload"], axes) if key != "workload" else None
-        if column is None and key != "workload":
-            notes.append(f"analysis.compare_within: {key} is not swept in this run, so it splits nothing")
-        elif column is not None and column not in keys:
+        if key == "workload" or column in keys:
+            continue
+        if column is None or summary[column].astype(str).nunique() < 2:    # one value: one stratum, no split
+            notes.append(f"analysis.compare_within: {key} has one value in this run, so it splits nothing")
+        else:
             keys.append(column)
     return keys, notes
 
