@@ -95,6 +95,7 @@ def test_views_show_the_stratum_and_per_stratum_verdicts():
     assert "verdicts against each stratum's baseline (compared within kind):" in text
     assert "noise floor, kind=tokens (baseline A/A" in text and "noise floor, kind=images (baseline A/A" in text
     frame = cell_summary(a)                      # cells.parquet and the W&B table
+    assert list(frame.columns[:3]) == ["cell_id", "cell", "stratum"]
     assert list(frame["stratum"]) == ["kind=tokens"] * 2 + ["kind=images"] * 2
     assert list(frame["verdict"]) == ["baseline", "slower", "baseline", "faster"]
     assert [r["stratum"] for r in tables.best_first(a)] == ["kind=tokens"] * 2 + ["kind=images"] * 2
