@@ -82,7 +82,7 @@ def test_without_compare_within_one_baseline_and_no_stratum_column():
 
 
 def test_a_baseline_naming_the_strata_key_takes_its_other_settings_in_every_stratum():
-    cfg = AnalysisConfig(baseline="data.kind=images data.loader=torch", compare_within=["kind"])   # a tail works
+    cfg = AnalysisConfig(baseline="data.kind=images data.loader=torch", compare_within=[KIND])
     a = cells.analyze(_summary(_loaders()), EMPTY, cfg)
     assert a.baselines == {"kind=tokens": "tt", "kind=images": "it"}
 
