@@ -77,11 +77,13 @@ def results_table(data, analysis) -> str:
 
     ineffective = _pin_memory_ineffective(data.summary) if "cell_id" in data.summary else set()
     figures = tables.figures(analysis)
-    header = [analysis.names[a] for a in analysis.axes] + [f[1] for f in figures] + ["status", "cell"]
-    rows = [[_swept_cell(row, a, row["cell_id"] in ineffective) for a in analysis.axes]
+    header = (tables.stratum_header(analysis) + [analysis.names[a] for a in analysis.axes] + [f[1] for f in figures]
+              + ["status", "cell"])
+    rows = [[str(row[h]) for h in tables.stratum_header(analysis)]
+            + [_swept_cell(row, a, row["cell_id"] in ineffective) for a in analysis.axes]
             + [tables.figure(row, c, scale, digits) for c, _, scale, digits in figures]
             + [str(row["status"]), str(row["cell_id"])] for row in tables.best_first(analysis)]
-    first = len(analysis.axes)
+    first = len(tables.stratum_header(analysis)) + len(analysis.axes)
     return text_table(header, rows, set(range(first, first + len(figures))))
 
 
@@ -110,15 +112,16 @@ def footer(data, isolation: str, run_path: str) -> str:
 
 def verdicts_text(analysis) -> str:
     """The verdicts, noise floor, recommendation and notes, from the tables report.md prints."""
-    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.recommend import recommendation_lines
     from sweeper.analysis.text import text_table
     from sweeper.report import tables
 
     header, rows = tables.verdicts(analysis)
-    numeric = {i for i, h in enumerate(header) if h != "cell" and not h.endswith("verdict")}
-    lines = ["verdicts against the baseline:", text_table(header, rows, numeric) if rows else "  no cells",
+    numeric = {i for i, h in enumerate(header) if h not in ("cell", "stratum") and not h.endswith("verdict")}
+    title = tables.verdicts_title(analysis)
+    lines = [f"{title[0].lower()}{title[1:]}:", text_table(header, rows, numeric) if rows else "  no cells",
              tables.judged(analysis), tables.noise_floor(analysis), "", "recommendation:"]
-    lines += [f"  {line}" for line in format_recommendation(analysis.recommendation)]
+    lines += [f"  {line}" for line in recommendation_lines(analysis)]
     if analysis.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
     warnings = tables.pitfall_lines(analysis)

@@ -120,10 +120,10 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
     """The trials to start with: `repeats` of each cell (adaptive: its min_repeats; more come
     as cells settle or not), each once per device of the fleet with resources.every_device."""
-    baseline = (jobs[0].values.get("analysis") or {}).get("baseline")
+    analysis = jobs[0].values.get("analysis") or {}
     repeats = root.adaptive.min_repeats if root.adaptive.enabled else root.repeats
-    trials = plan_trials([(j.overrides, j.config) for j in jobs], shape, repeats, baseline, root.order,
-                         root.order_seed)
+    trials = plan_trials([(j.overrides, j.config) for j in jobs], shape, repeats, analysis.get("baseline"),
+                         root.order, root.order_seed, list(analysis.get("compare_within") or []))
     if not root.resources.every_device:
         return trials
     if root.executor != "ray":

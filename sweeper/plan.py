@@ -11,8 +11,9 @@ import copy
 import dataclasses
 import random
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
+from sweeper.analysis.text import same_value
 from sweeper.errors import ConfigError
 from sweeper.schema import TRIAL_SECTIONS, TrialConfig, swept_value, trial_config
 from sweeper.spec import Wants, spec_for
@@ -184,8 +185,13 @@ def default_distance(cell: Trial) -> int:
     return sum(1 for key, value in cell.swept.items() if swept_value(defaults, key) != value)
 
 
+def _value(cell: Trial, key: str) -> Any:
+    return cell.workload if key == "workload" else cell.swept.get(key, swept_value(cell.config, key))
+
+
 def _matches(cell: Trial, wanted: Dict[str, str]) -> bool:
-    return all(str(cell.swept.get(k, swept_value(cell.config, k))).lower() == v.lower() for k, v in wanted.items())
+    # typed, as the analysis matches: a swept 1.0 matches "1.0" and "1"
+    return all(same_value(_value(cell, k), v) for k, v in wanted.items())
 
 
 def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
@@ -200,42 +206,97 @@ def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
     return min(range(len(cells)), key=lambda i: (default_distance(cells[i]), i))
 
 
+def strata_of(cells: Sequence[Trial], compare_within: Sequence[str]) -> List[List[int]]:
+    """Cell indices per stratum, in grid order: cells share one when they have the same values of
+    `compare_within` (and the same workload, when the sweep runs several). One stratum without."""
+    keys = (["workload"] if len({c.workload for c in cells}) > 1 else []) + \
+        [k for k in compare_within if k != "workload"]
+    groups: Dict[tuple, List[int]] = {}
+    for i, c in enumerate(cells):
+        groups.setdefault(tuple(repr(_value(c, k)) for k in keys), []).append(i)
+    return list(groups.values())
+
+
+def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: Sequence[str] = ()) -> List[int]:
+    """One baseline per stratum of two cells or more (a lone cell is compared with nothing): the
+    cell `spec` names with the stratum's own values of the strata keys, else the one nearest the
+    defaults. Without strata: `pick_baseline`."""
+    strata = strata_of(cells, compare_within)
+    if len(strata) == 1:
+        return [pick_baseline(cells, spec)]
+    keys = set(compare_within) | {"workload"}
+    wanted = " ".join(t for t in (spec or "").split() if t.split("=", 1)[0] not in keys) or None
+    out = []
+    for members in strata:
+        if len(members) < 2:
+            continue
+        mine = [cells[i] for i in members]
+        try:
+            out.append(members[pick_baseline(mine, wanted)])
+        except ConfigError:
+            raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of the stratum "
+                              f"{_stratum_text(mine[0], compare_within)} (analysis.compare_within)") from None
+    return out
+
+
+def check_compare_within(cells: Sequence[Trial], keys: Sequence[str]) -> None:
+    """Each key of analysis.compare_within names a key of the trial config (a typo would
+    otherwise split nothing, silently)."""
+    for key in keys:
+        if key == "workload" or not cells:
+            continue
+        node: Any = cells[0].config
+        for part in key.split("."):
+            found = part in node if isinstance(node, dict) else hasattr(node, part)
+            if not found:
+                raise ConfigError(f"analysis.compare_within: {key!r} names no key of the trial config; "
+                                  f"give dotted keys such as data.kind")
+            node = node[part] if isinstance(node, dict) else getattr(node, part)
+
+
+def _stratum_text(cell: Trial, keys: Sequence[str]) -> str:
+    return " ".join(f"{k}={_value(cell, k)}" for k in keys) or f"workload={cell.workload}"
+
+
 def _repeat_of(cell: Trial, repeat: int) -> Trial:
     return dataclasses.replace(cell, trial_id=f"{cell.cell_id}-{repeat}", repeat=repeat)
 
 
-def expand_repeats(cells: Sequence[Trial], repeats: int, baseline: Optional[int], double_baseline: bool,
-                   order: str = "interleaved", seed: int = 0) -> List[Trial]:
-    """Each cell `repeats` times (the baseline twice as often when asked), as rounds.
+def expand_repeats(cells: Sequence[Trial], repeats: int, baseline: Union[None, int, Sequence[int]],
+                   double_baseline: bool, order: str = "interleaved", seed: int = 0) -> List[Trial]:
+    """Each cell `repeats` times (the baseline, or each stratum's, twice as often when asked), as rounds.
 
     In "interleaved" order each round holds every cell once (the baseline twice)
     in a shuffled order, so slow drift of the machine spreads over all cells
     instead of looking like an effect of whichever ran last."""
     rng = random.Random(seed)
+    bases = [] if baseline is None else [baseline] if isinstance(baseline, int) else list(baseline)
     trials: List[Trial] = []
     for r in range(repeats):
         batch = [_repeat_of(c, r) for c in cells]
-        if baseline is not None and double_baseline:
-            batch.append(_repeat_of(cells[baseline], repeats + r))
+        if double_baseline:
+            batch += [_repeat_of(cells[b], repeats + r) for b in bases]
         if order == "interleaved":
             rng.shuffle(batch)
         trials += batch
     if order == "grid":
         trials.sort(key=lambda t: (t.index, t.repeat))
+    base_ids = {cells[b].cell_id for b in bases}
     for t in trials:
-        t.is_baseline = baseline is not None and t.cell_id == cells[baseline].cell_id
+        t.is_baseline = t.cell_id in base_ids
     return trials
 
 
 def plan_trials(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape,
                 repeats: int = 1, baseline: Optional[str] = None, order: str = "grid",
-                seed: int = 0) -> List[Trial]:
-    """Grid points x repeats, in submission order. With repeats > 1 the baseline cell
-    runs twice as often, so its two halves give the noise floor."""
+                seed: int = 0, compare_within: Sequence[str] = ()) -> List[Trial]:
+    """Grid points x repeats, in submission order. With repeats > 1 the baseline cell (each
+    stratum's, with analysis.compare_within) runs twice as often, so its two halves give the noise floor."""
     cells = plan_cells(jobs, cluster)
-    base = pick_baseline(cells, baseline) if cells else None
+    check_compare_within(cells, compare_within)
+    bases = pick_baselines(cells, baseline, compare_within) if cells else []
     double = repeats > 1 and len(cells) > 1
-    return expand_repeats(cells, repeats, base, double, order, seed)
+    return expand_repeats(cells, repeats, bases, double, order, seed)
 
 
 def shrunk(trial: Trial) -> Optional[Trial]:

@@ -246,6 +246,9 @@ class AnalysisConfig:
     objective: str = "throughput"        # what the recommendation optimises: throughput (the metric's verdicts)
                                          # or cost (the fewest dollars per million tokens / samples; needs cost.*)
     max_memory_gb: Optional[float] = None  # peak memory limit on the workload's own memory (GPU or host), GB
+    compare_within: List[str] = field(default_factory=list)  # dotted keys: cells are compared only with cells
+                                         # of the same values of these keys (a stratum each, its own baseline);
+                                         # a run over several workloads is always compared within `workload`
 
     def check(self) -> None:
         _require(self.objective in OBJECTIVES, "analysis.objective",
@@ -258,6 +261,9 @@ class AnalysisConfig:
         _require(0 < self.alpha < 1, "analysis.alpha", f"must be between 0 and 1, got {self.alpha}")
         _require(self.min_effect >= 0, "analysis.min_effect", f"must be 0 or more (0.05 = 5%), got {self.min_effect}")
         _require(self.metric in METRICS, "analysis.metric", f"must be one of {METRICS}, got {self.metric!r}")
+        _require(isinstance(self.compare_within, (list, tuple)) and
+                 all(isinstance(k, str) and ("." in k or k == "workload") for k in self.compare_within),
+                 "analysis.compare_within", f"must be a list of dotted keys, e.g. [data.kind], got {self.compare_within!r}")
         _require(len(self.heatmap) in (0, 2), "analysis.heatmap",
                  f"must name two dotted keys, e.g. [data.num_workers,data.prefetch_factor], got {list(self.heatmap)}")
         self.constraints.check()

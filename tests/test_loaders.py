@@ -134,22 +134,35 @@ def test_dali_without_dali_is_one_line_exit_2_before_any_trial(tmp_path):
 
 def test_loaders_sweep_runs_both_loaders_with_verdicts(sweeper_cli, tmp_path):
     """The shipped sweep, tiny, in this process (executor=local: Ray would add 30 s here and
-    nothing this test checks); rows for both loaders, DALI's memory figures, verdicts."""
+    nothing this test checks): both loaders on tokens and on images, each kind a stratum with its
+    own baseline (analysis.compare_within=[data.kind]); DALI's memory figures; verdicts per kind."""
     result = sweeper_cli(["+sweep=loaders", "executor=local", "repeats=2", "workload.steps=4",
                           "workload.warmup_steps=1", "data.num_shards=2", "data.samples_per_shard=16",
                           "data.batch_size=4", "data.images.height=32", "data.images.width=40",
                           "data.images.crop_size=16", "data.num_workers=1", "data.dali.num_threads=1"])
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = pd.read_parquet(next((tmp_path / "results" / "loaders").glob("*/summary.parquet")))
+    run = next((tmp_path / "results" / "loaders").iterdir())
+    summary = pd.read_parquet(run / "summary.parquet")
     assert (summary["status"] == "ok").all() and (summary["items_per_s"] > 0).all()
-    assert sorted(summary["loader"]) == ["dali"] * 2 + ["torch"] * 4           # the baseline runs twice as often
+    # each kind's baseline (the DataLoader) runs twice as often: its own noise floor
+    counts = summary.groupby(["data.kind", "data.loader"]).size().to_dict()
+    assert counts == {("images", "dali"): 2, ("images", "torch"): 4, ("tokens", "dali"): 2, ("tokens", "torch"): 4}
     assert (summary["loader"] == summary["data.loader"]).all()
     dali = summary[summary["loader"] == "dali"]
     assert (dali["dali_mem_peak_mb"] >= dali["dali_mem_after_release_mb"]).all()
     assert (dali["dali_mem_after_release_mb"] > 0).all()
-    verdicts = result.stdout.split("verdicts against the baseline:")[1].splitlines()
-    assert any(line.startswith("loader=torch") and "baseline" in line for line in verdicts)
-    assert any(line.startswith("loader=dali") for line in verdicts)
+    cells = pd.read_parquet(run / "cells.parquet")
+    assert sorted(cells.loc[cells["is_baseline"], "cell"]) == ["kind=images loader=torch", "kind=tokens loader=torch"]
+    assert (cells["stratum"] == "kind=" + cells["data.kind"]).all()
+    out = result.stdout
+    verdicts = out.split("verdicts against each stratum's baseline (compared within kind):")[1].splitlines()
+    for kind in ("tokens", "images"):
+        assert any(line.startswith(f"kind={kind}  kind={kind} loader=torch") and "baseline" in line for line in verdicts)
+        assert any(line.startswith(f"kind={kind}  kind={kind} loader=dali") for line in verdicts)
+        assert f"noise floor, kind={kind} (baseline A/A" in out and f"  kind={kind}: " in out
+    report = (run / "report.md").read_text()
+    assert "## Verdicts against each stratum's baseline (compared within kind)" in report
+    assert "| stratum | cell |" in report
 
 
 def test_what_the_zygote_preloads_never_imports_dali():

@@ -97,13 +97,23 @@ def test_loading_weights_shows_in_the_host_peak_both_ways(playbook):
 
 @pytest.mark.slow
 def test_a_run_over_several_workloads_is_labelled_by_workload_and_judges_none_against_another(playbook):
+    from sweeper.analysis.cells import ALONE
+    from sweeper.analysis.recommend import recommendation_lines
+
     stdout, run, _ = playbook
     _, analysis = analyze_run(run, run_analysis_config(run))
     assert sorted(analysis.cells["cell"]) == sorted(f"workload={w}" for w in WORKLOADS)
-    assert analysis.baseline_id is None and analysis.recommendation is None
-    assert not analysis.verdicts["verdict"].astype(bool).any()
+    # each workload is a stratum of its own: alone there, so no baseline, no verdict, no recommendation
+    assert analysis.strata == ["workload"] and analysis.baselines == {}
+    assert sorted(analysis.cells["stratum"]) == sorted(f"workload={w}" for w in WORKLOADS)
+    assert (analysis.verdicts["verdict"] == ALONE).all()
+    assert all(r is None for r in analysis.recommendations.values())
+    assert recommendation_lines(analysis) == [f"{label}: {ALONE}: no other cell to compare it with"
+                                              for label in analysis.stratum_labels()]
     assert any("holds 5 workloads" in note for note in analysis.notes)
+    assert not any("one repeat per cell" in note for note in analysis.notes)   # nothing to judge, so no advice
     assert "workload=h2d_copy" in stdout and "GB/s" in stdout
+    assert f"workload=h2d_copy: {ALONE}" in stdout and "no cell finished, or there is no baseline" not in stdout
 
 
 @pytest.mark.parametrize("cls, values, key", [

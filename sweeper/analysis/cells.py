@@ -27,11 +27,13 @@ import pandas as pd
 
 from sweeper.analysis import overlap, stats
 from sweeper.analysis.fleet import fleet_table
-from sweeper.analysis.text import cell_label, short_keys, value_text
+from sweeper.analysis.text import cell_label, same_value, short_keys
 from sweeper.schema import AnalysisConfig
 
 BASELINE = "baseline"
 FAILED = "failed"
+ALONE = "alone in its stratum"     # the only cell of its stratum: nothing to compare it with
+STRATUM = "stratum"                # the cells' column: "kind=images", the values of the strata keys
 METRICS = ("throughput", "p50", "p95")
 # the repeat-table column each metric compares, and which way is faster
 COLUMN = {"throughput": "items_per_s", "p50": "p50", "p95": "p95"}
@@ -80,10 +82,26 @@ class Analysis:
     extra: List[Column] = field(default_factory=list)   # figures the analysis adds per cell: cost, scaling
     cost_column: Optional[str] = None                   # usd_per_m_tokens / usd_per_m_samples, when priced
     fleet: pd.DataFrame = field(default_factory=pd.DataFrame)   # each device against its peers (analysis/fleet.py)
+    # Strata (analysis.compare_within, and `workload` in a run over several): cells are compared only
+    # within theirs. Empty: one stratum, the whole run (baseline_id, noise_floor, recommendation).
+    strata: List[str] = field(default_factory=list)              # the keys (columns) that split the run
+    baselines: Dict[str, str] = field(default_factory=dict)      # stratum label -> its baseline cell_id
+    noise_floors: Dict[str, Optional[stats.Comparison]] = field(default_factory=dict)   # per stratum
+    recommendations: Dict[str, Any] = field(default_factory=dict)   # per stratum; a lone cell's: None
 
     @property
     def metric(self) -> str:
         return self.config.metric
+
+    def is_baseline(self, cell_id: Any) -> bool:
+        """Whether the cell is the baseline (of its stratum, when the run has strata)."""
+        return cell_id in self.baselines.values() if self.strata else cell_id == self.baseline_id
+
+    def stratum_labels(self) -> List[str]:
+        """The strata in the order their first cells appear ([""] when the run has none)."""
+        if not self.strata or self.cells.empty:
+            return [""]
+        return list(dict.fromkeys(self.cells[STRATUM]))
 
 
 # --------------------------------------------------------------------------- loading
@@ -166,28 +184,106 @@ def _several_workloads(specs: Sequence[Dict[str, Any]]) -> WorkloadView:
     return WorkloadView(",".join(str(s.get("name", "")) for s in specs), "items", headline, "")
 
 
+def axis_column(key: str, columns: Sequence[str], axes: Sequence[str]) -> Optional[str]:
+    """The column a dotted key (or its tail, "num_workers") names, or None."""
+    return key if key in columns else next((a for a in axes if a.endswith("." + key)), None)
+
+
 def _matches(row: pd.Series, wanted: Dict[str, str], axes: Sequence[str]) -> bool:
-    for key, value in wanted.items():
-        column = key if key in row.index else next((a for a in axes if a.endswith("." + key)), None)
-        if column is None or value_text(row[column]).lower() != value.lower():
+    for key, value in wanted.items():      # typed: a swept 1.0 matches "1.0" and "1"
+        column = axis_column(key, row.index, axes)
+        if column is None or not same_value(row[column], value):
             return False
     return True
 
 
-def pick_baseline(cells: pd.DataFrame, spec: Optional[str], axes: Sequence[str]) -> tuple[Optional[str], List[str]]:
+def baseline_wanted(spec: Optional[str]) -> Dict[str, str]:
+    """analysis.baseline "key=value key=value" as {key: value}."""
+    return dict(token.split("=", 1) for token in (spec or "").split())
+
+
+def pick_baseline(cells: pd.DataFrame, spec: Optional[str], axes: Sequence[str],
+                  where: str = "this run") -> tuple[Optional[str], List[str]]:
     """(baseline cell_id, notes): the cell `spec` names, else the one the plan marked, else the first."""
     if cells.empty:
         return None, []
     if spec:
-        wanted = dict(token.split("=", 1) for token in spec.split())
+        wanted = baseline_wanted(spec)
         found = [row["cell_id"] for _, row in cells.iterrows() if _matches(row, wanted, axes)]
         if found:
             return found[0], []
-        return None, [f"analysis.baseline={spec!r} matches no cell of this run; no verdicts"]
+        return None, [f"analysis.baseline={spec!r} matches no cell of {where}; no verdicts"]
     marked = cells.loc[cells["is_baseline"], "cell_id"]
     if len(marked):
         return str(marked.iloc[0]), []
     return str(cells["cell_id"].iloc[0]), ["no cell is marked as the baseline: the first cell is used"]
+
+
+# --------------------------------------------------------------------------- strata
+
+
+def strata_keys(summary: pd.DataFrame, axes: Sequence[str], cfg: AnalysisConfig) -> tuple[List[str], List[str]]:
+    """(the columns that split the run into strata, notes): `workload` when the run holds
+    several (a copy's items/s and a forward pass's measure different things), then each key
+    of analysis.compare_within that is a swept axis of this run."""
+    keys = ["workload"] if len(run_workloads(summary)) > 1 else []
+    notes = []
+    for key in cfg.compare_within or []:
+        column = axis_column(key, [a for a in axes if a != "workload"], axes) if key != "workload" else None
+        if key == "workload" or column in keys:
+            continue
+        if column is None or summary[column].astype(str).nunique() < 2:    # one value: one stratum, no split
+            notes.append(f"analysis.compare_within: {key} has one value in this run, so it splits nothing")
+        else:
+            keys.append(column)
+    return keys, notes
+
+
+def stratum_labels(cells: pd.DataFrame, keys: Sequence[str], names: Dict[str, str]) -> List[str]:
+    """Each cell's stratum as "kind=images" (the strata keys' values under their short names)."""
+    return [cell_label({k: row[k] for k in keys}, names) for row in cells.to_dict("records")]
+
+
+def pick_stratum_baseline(cells: pd.DataFrame, spec: Optional[str], axes: Sequence[str], keys: Sequence[str],
+                          label: str) -> tuple[Optional[str], List[str]]:
+    """A stratum's baseline: the configured baseline's other settings with the stratum's own
+    values of the strata keys (a key of the spec that is a strata key is left out), else the
+    cell the plan marked, else the first. A cell alone in its stratum has none."""
+    if len(cells) < 2:
+        return None, []
+    wanted = {k: v for k, v in baseline_wanted(spec).items() if axis_column(k, list(keys), list(keys)) is None}
+    text = " ".join(f"{k}={v}" for k, v in wanted.items()) or None
+    return pick_baseline(cells, text, axes, where=f"stratum {label}")
+
+
+def _judge_strata(cells: pd.DataFrame, repeats: pd.DataFrame, cfg: AnalysisConfig, axes: Sequence[str],
+                  keys: Sequence[str], seed: int):
+    """Per stratum: its baseline, its comparisons (Holm within the stratum) and its noise floor.
+    Returns (baselines, comparisons per metric over all cells, noise floors, notes)."""
+    baselines: Dict[str, str] = {}
+    comparisons: Dict[str, Dict[str, stats.Comparison]] = {m: {} for m in METRICS}
+    floors: Dict[str, Optional[stats.Comparison]] = {}
+    notes: List[str] = []
+    for label, mine in cells.groupby(STRATUM, sort=False):
+        base, why = pick_stratum_baseline(mine, cfg.baseline, axes, keys, label)
+        notes += why
+        if base is None:
+            continue
+        baselines[label] = base
+        for m in METRICS:
+            comparisons[m].update(compare_with_baseline(repeats, list(mine["cell_id"]), base, cfg, m, seed))
+        floors[label] = noise_floor(repeats, base, cfg, cfg.metric, seed)
+    return baselines, comparisons, floors, notes
+
+
+def _strata_note(cells: pd.DataFrame, keys: Sequence[str], names: Dict[str, str], workloads: Sequence[str]) -> str:
+    count = cells[STRATUM].nunique()
+    lone = int((cells.groupby(STRATUM)["cell_id"].count() == 1).sum())
+    why = (f"this run holds {len(workloads)} workloads ({', '.join(workloads)}), which measure different "
+           f"things: each is compared only with cells of its own workload; " if "workload" in keys else "")
+    alone = f"; {lone} cell(s) alone in their stratum get no verdict ({ALONE!r})" if lone else ""
+    return (f"{why}compared within {', '.join(names.get(k, k) for k in keys)}: {count} strata, each with its own "
+            f"baseline, verdicts (Holm within the stratum), noise floor and recommendation{alone}")
 
 
 # --------------------------------------------------------------------------- per repeat
@@ -291,9 +387,9 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: _median(repeats[name]) for name in ("items_per_s", "p50", "p95", *figures)})
-    out.update({name: _median(repeats[name]) for name in overlap.COLUMNS})
     # the adaptive-repeats figure (plan.wants_another_repeat computes the same): 95% interval half-width / mean
     out["items_per_s_rel_halfwidth"] = stats.mean_rel_halfwidth(repeats["items_per_s"])
+    out.update({name: _median(repeats[name]) for name in overlap.COLUMNS})
     if not groups:   # no steps on disk: the summary's figures, without intervals
         out["mean"] = _median(repeats["mean"])
         out["ci_over"] = "none"
@@ -424,22 +520,31 @@ def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, me
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Dict[str, Dict[str, stats.Comparison]],
-                  baseline_id: Optional[str], metric: str) -> pd.DataFrame:
+                  baseline_id: Optional[str], metric: str, baselines: Sequence[str] = ()) -> pd.DataFrame:
     """One row per cell: its figures, then ratio [CI], p, adjusted p, Cliff's delta and verdict
     per metric (`throughput_ratio`, `p50_ratio_low`, ...: VERDICT_COLUMNS); `verdict` is the chosen metric's. Baseline
-    first, then best first by the chosen metric, cells with no finished repeat last."""
+    first, then best first by the chosen metric, cells with no finished repeat last. With strata
+    (a `stratum` column in `cells`, `baselines` one per stratum): stratum by stratum, in order of
+    appearance, each ordered so; a cell alone in its stratum reads ALONE."""
+    stratified = STRATUM in cells.columns
+    bases = set(baselines) if stratified else {baseline_id}
+    alone = set(cells.groupby(STRATUM)["cell_id"].filter(lambda c: len(c) == 1)) if stratified else set()
     rows = []
     for cell in cells.to_dict("records"):
-        row = {k: cell.get(k) for k in ("cell", "cell_id", "repeats", "failed", "items_per_s", "p50", "p95")}
+        row = {k: cell.get(k) for k in ("cell", "cell_id", *((STRATUM,) if stratified else ()), "repeats", "failed",
+                                        "items_per_s", "p50", "p95")}
         for m in METRICS:
             row.update(_comparison_columns(m, comparisons.get(m, {}).get(cell["cell_id"]),
-                                           cell["cell_id"] == baseline_id, cell["repeats"]))
+                                           cell["cell_id"] in bases, cell["repeats"], cell["cell_id"] in alone))
         row["verdict"] = row[f"{metric}_verdict"]
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    rank = table["cell_id"].map(lambda c: 0 if c == baseline_id else 1) + (table["repeats"] == 0) * 2
+    rank = table["cell_id"].map(lambda c: 0 if c in bases else 1) + (table["repeats"] == 0) * 2
+    if stratified:
+        order = {label: i for i, label in enumerate(dict.fromkeys(cells[STRATUM]))}
+        rank = rank + table[STRATUM].map(order) * 10
     worse_first = table[f"{metric}_ratio"] * (-1 if metric in HIGHER_IS_BETTER else 1)
     return (table.assign(_rank=rank, _key=worse_first.fillna(np.inf))
             .sort_values(["_rank", "_key", "cell"], kind="stable").drop(columns=["_rank", "_key"])
@@ -447,9 +552,11 @@ def verdict_table(cells: pd.DataFrame, comparisons: Dict[str, Dict[str, stats.Co
 
 
 def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline: bool,
-                        repeats: int) -> Dict[str, Any]:
+                        repeats: int, alone: bool = False) -> Dict[str, Any]:
     names = VERDICT_COLUMNS
-    if is_baseline:
+    if alone:
+        values = (math.nan,) * 6 + (ALONE,)
+    elif is_baseline:
         values = (1.0, math.nan, math.nan, math.nan, math.nan, math.nan, BASELINE)
     elif c is None or repeats == 0:
         values = (math.nan,) * 6 + (FAILED if repeats == 0 else "",)
@@ -480,27 +587,47 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     unrecorded = [h for h in view.headline if cells.empty or cells[h[0]].isna().all()]
     view.headline = [h for h in view.headline if h not in unrecorded]    # a column of "-" says nothing
     cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
-    baseline_id, notes = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
-    workloads = run_workloads(summary)
-    if len(workloads) > 1:      # items/s of a copy against a forward pass: nothing to judge
-        baseline_id, notes = None, [f"this run holds {len(workloads)} workloads ({', '.join(workloads)}): cells of "
-                                    f"different workloads measure different things, so there are no verdicts; "
-                                    f"each workload's figures are its own columns"]
-        cells["is_baseline"] = False
-    if baseline_id is not None:
-        cells["is_baseline"] = cells["cell_id"] == baseline_id
-    comparisons = {m: compare_with_baseline(repeats, list(cells["cell_id"]), baseline_id, cfg, m, seed)
-                   for m in METRICS} if baseline_id is not None else {}
-    floor = noise_floor(repeats, baseline_id, cfg, cfg.metric, seed) if baseline_id is not None else None
-    verdicts = verdict_table(cells, comparisons, baseline_id, cfg.metric) if not cells.empty else pd.DataFrame()
-    notes += _notes(cells, repeats, floor, cfg, comparisons.get(cfg.metric, {}))
+    names = short_keys(axes)
+    keys, notes = strata_keys(summary, axes, cfg) if not cells.empty else ([], [])
+    baselines: Dict[str, str] = {}
+    floors: Dict[str, Optional[stats.Comparison]] = {}
+    if keys:                    # each stratum judged on its own (analysis.compare_within, several workloads)
+        cells.insert(2, STRATUM, stratum_labels(cells, keys, names))
+        baselines, comparisons, floors, why = _judge_strata(cells, repeats, cfg, axes, keys, seed)
+        baseline_id, floor = None, None
+        notes += [_strata_note(cells, keys, names, run_workloads(summary))] + why
+        cells["is_baseline"] = cells["cell_id"].isin(set(baselines.values()))
+    else:
+        baseline_id, why = pick_baseline(cells, cfg.baseline, axes) if not cells.empty else (None, [])
+        notes += why
+        if baseline_id is not None:
+            cells["is_baseline"] = cells["cell_id"] == baseline_id
+        comparisons = {m: compare_with_baseline(repeats, list(cells["cell_id"]), baseline_id, cfg, m, seed)
+                       for m in METRICS} if baseline_id is not None else {}
+        floor = noise_floor(repeats, baseline_id, cfg, cfg.metric, seed) if baseline_id is not None else None
+    verdicts = (verdict_table(cells, comparisons, baseline_id, cfg.metric, list(baselines.values()))
+                if not cells.empty else pd.DataFrame())
+    notes += _notes(cells, repeats, [floor] if not keys else list(floors.values()), cfg,
+                    comparisons.get(cfg.metric, {}), _family_size(cells, baselines) if keys else None,
+                    judged=bool(baselines) or not keys)
     fleet = fleet_table(records, repeats, cfg, seed)
     notes += _fleet_notes(fleet)
-    analysis = Analysis(cfg, baseline_id, axes, short_keys(axes), view, repeats, cells, verdicts, floor, notes,
-                        fleet=fleet)
+    analysis = Analysis(cfg, baseline_id, axes, names, view, repeats, cells, verdicts, floor, notes,
+                        fleet=fleet, strata=keys, baselines=baselines, noise_floors=floors)
     _add_findings(analysis, records, cost)
-    analysis.recommendation = recommend(analysis, cfg)
+    if keys:
+        from sweeper.analysis.recommend import recommend_each
+
+        analysis.recommendations = recommend_each(analysis, cfg)
+    else:
+        analysis.recommendation = recommend(analysis, cfg)
     return analysis
+
+
+def _family_size(cells: pd.DataFrame, baselines: Dict[str, str]) -> int:
+    """The largest Holm family of a stratified run: the cells of a stratum but its baseline."""
+    sizes = cells.groupby(STRATUM)["cell_id"].count() - 1
+    return int(max([sizes[label] for label in baselines] or [0]))
 
 
 def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: Any) -> None:
@@ -527,6 +654,8 @@ def _add_findings(analysis: Analysis, records: Sequence[Dict[str, Any]], cost: A
     if "scaling_efficiency" in cells.columns:
         analysis.extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
     analysis.cells = cells
+
+
 def _fleet_notes(fleet: pd.DataFrame) -> List[str]:
     slow = fleet[fleet["outlier"]] if not fleet.empty else fleet
     return [f"fleet: {row['device']} (node {str(row['node'])[:12]}) is slower than its peers on cell "
@@ -534,16 +663,19 @@ def _fleet_notes(fleet: pd.DataFrame) -> List[str]:
             for row in slow.to_dict("records")]
 
 
-def _notes(cells: pd.DataFrame, repeats: pd.DataFrame, floor: Optional[stats.Comparison],
-           cfg: AnalysisConfig, comparisons: Dict[str, stats.Comparison]) -> List[str]:
+def _notes(cells: pd.DataFrame, repeats: pd.DataFrame, floors: Sequence[Optional[stats.Comparison]],
+           cfg: AnalysisConfig, comparisons: Dict[str, stats.Comparison], family: Optional[int] = None,
+           judged: bool = True) -> List[str]:
+    """`judged`: some cell has a baseline to be compared with (a run of lone strata has none)."""
     notes = []
-    if not cells.empty and (cells["repeats"] <= 1).all():
+    family = len(comparisons) if family is None else family
+    if judged and not cells.empty and (cells["repeats"] <= 1).all():
         notes.append("one repeat per cell: no verdicts are possible; run with repeats=5 or more "
                      "(each repeat is a fresh process, the unit of evidence)")
     elif any(c.verdict == stats.TOO_FEW for c in comparisons.values()):
-        notes.append(f"too few repeats: with {len(comparisons)} comparisons and Holm's correction, no p-value "
+        notes.append(f"too few repeats: with {family} comparisons and Holm's correction, no p-value "
                      f"these repeat counts allow can reach alpha={cfg.alpha}; raise repeats")
-    if floor is not None and floor.verdict in (stats.FASTER, stats.SLOWER):
+    if any(f is not None and f.verdict in (stats.FASTER, stats.SLOWER) for f in floors):
         notes.append("the baseline differs from itself (A/A): the machine drifted during the sweep; "
                      "treat the verdicts with suspicion")
     if cfg.metric == "throughput" and not repeats.empty and repeats["items_per_s"].isna().all():

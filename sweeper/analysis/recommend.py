@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import overlap, stats
-from sweeper.analysis.cells import COLUMN, HIGHER_IS_BETTER, METRICS, compare_with_baseline
+from sweeper.analysis.cells import ALONE, COLUMN, HIGHER_IS_BETTER, METRICS, STRATUM, compare_with_baseline
 from sweeper.analysis.text import num, pct
 from sweeper.schema import AnalysisConfig
 
@@ -150,6 +150,44 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
     if best_guess != chosen:
         rec.runner_up = _runner_up(table.loc[best_guess])
     return _with_loader(rec, analysis)
+
+
+def recommend_each(analysis, cfg: Optional[AnalysisConfig] = None) -> dict:
+    """One recommendation per stratum (analysis.strata), each over its own cells against its own
+    baseline, as `recommend` gives for a run of one stratum; None for a stratum without a baseline."""
+    out = {}
+    for label in analysis.stratum_labels():
+        base = analysis.baselines.get(label)
+        mine = analysis.cells[STRATUM] == label
+        ids = set(analysis.cells.loc[mine, "cell_id"])
+        if base is None:
+            out[label] = None
+            continue
+        one = dataclasses.replace(analysis, baseline_id=base, cells=analysis.cells[mine].reset_index(drop=True),
+                                  verdicts=analysis.verdicts[analysis.verdicts["cell_id"].isin(ids)],
+                                  repeats=analysis.repeats[analysis.repeats["cell_id"].isin(ids)], strata=[])
+        out[label] = recommend(one, cfg)
+    return out
+
+
+def recommendation_lines(analysis) -> List[str]:
+    """What every view prints as the recommendation: `format_recommendation` of the run's, or
+    with strata one block per stratum, its lines prefixed with the stratum (the constraints once)."""
+    if not analysis.strata:
+        return format_recommendation(analysis.recommendation)
+    sizes = analysis.cells.groupby(STRATUM)["cell_id"].count() if not analysis.cells.empty else {}
+    head, lines = [], []
+    for label in analysis.stratum_labels():
+        rec = analysis.recommendations.get(label)
+        if rec is None:
+            why = (f"{ALONE}: no other cell to compare it with" if sizes.get(label, 0) == 1
+                   else "no recommendation: no cell finished, or there is no baseline")
+            lines.append(f"{label}: {why}")
+            continue
+        body = format_recommendation(rec)
+        head += [line for line in body if line.startswith(("constraints:", "note:"))]
+        lines += [f"{label}: {line}" for line in body if not line.startswith(("constraints:", "note:"))]
+    return list(dict.fromkeys(head)) + lines
 
 
 def _with_loader(rec: Optional[Recommendation], analysis) -> Optional[Recommendation]:

@@ -81,7 +81,7 @@ def cell_summary(analysis: Analysis) -> pd.DataFrame:
 
 def _cell_columns(analysis: Analysis) -> List[str]:
     """Identity, figures with their intervals, the spread, headline figures, resources."""
-    first = ["cell_id", "cell", *analysis.axes, "is_baseline", "status", "repeats", "failed", "steps"]
+    first = ["cell_id", "cell", "stratum", *analysis.axes, "is_baseline", "status", "repeats", "failed", "steps"]
     figures = [f"{name}{end}" for name in ("items_per_s", "p50", "p95", "mean", "std", "cv")
                for end in ("", "_low", "_high")]
     ordered = first + figures + [h[0] for h in analysis.workload.headline]

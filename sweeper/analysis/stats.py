@@ -461,8 +461,13 @@ def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     can fall below what the sizes allow. The exact null assumes no ties, so with ties
     the permutations are enumerated; only large samples use the normal approximation.
     """
-    ties = np.unique(np.concatenate([a, b])).size < a.size + b.size
+    pooled = np.concatenate([a, b])
+    if np.unique(pooled).size == 1:       # no spread at all: nothing tells the two apart
+        return 1.0
+    ties = np.unique(pooled).size < a.size + b.size
     arrangements = math.comb(a.size + b.size, a.size)
+    if ties and min(a.size, b.size) < 2:  # scipy's permutation test wants 2 values a side
+        return _rank_sum_permutation_p(a, b)
     if not ties and max(a.size, b.size) <= _EXACT_MAX_N:
         method = "exact"
     elif ties and arrangements <= _PERMUTATION_MAX:
@@ -470,6 +475,19 @@ def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     else:
         method = "asymptotic"
     return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
+
+
+def _rank_sum_permutation_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided exact permutation p of the rank sum (mid-ranks for ties), every arrangement
+    enumerated: for the small tied samples scipy will not take (one value a side)."""
+    import itertools
+
+    pooled = np.concatenate([a, b])
+    ranks = stats.rankdata(pooled)
+    centre = a.size * (pooled.size + 1) / 2.0
+    observed = abs(ranks[:a.size].sum() - centre)
+    sums = np.array([ranks[list(c)].sum() for c in itertools.combinations(range(pooled.size), a.size)])
+    return float(np.mean(np.abs(sums - centre) >= observed - 1e-9))
 
 
 # --------------------------------------------------------------------------- comparing cells

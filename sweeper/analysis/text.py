@@ -33,6 +33,29 @@ def value_text(value: Any) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
+def same_value(actual: Any, wanted: str) -> bool:
+    """Whether a swept value equals a `key=value` text (analysis.baseline) as typed values:
+    1.0 matches "1" and "1.0", True matches "true"; other text compares case-insensitively."""
+    a, w = _number(actual), _number(wanted)
+    if a is not None and w is not None:
+        return math.isclose(a, w, rel_tol=1e-12, abs_tol=0.0)
+    text = "null" if actual is None or (isinstance(actual, float) and math.isnan(actual)) else str(actual)
+    return text.strip().lower() == str(wanted).strip().lower()
+
+
+def _number(value: Any) -> Optional[float]:
+    """A number, never a bool (True is not "1"); numeric text counts, as Hydra types it."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return None if math.isnan(number) or str(value).strip().lower() in ("inf", "-inf", "infinity", "nan") else number
+
+
 def cell_label(values: Dict[str, Any], names: Optional[Dict[str, str]] = None) -> str:
     """"num_workers=2 pin_memory=True": the cell's swept values under their short keys."""
     names = names or short_keys(values)

@@ -119,7 +119,7 @@ def _fill(run: Path, analysis, families) -> None:
     sweep, run_id = run.parent.name, run.name
     for row in analysis.cells.to_dict("records"):
         labels = [sweep, run_id, str(row["cell_id"]), str(row["cell"])]
-        baseline = row["cell_id"] == analysis.baseline_id
+        baseline = analysis.is_baseline(row["cell_id"])
         families["count"].add_metric(labels, row["repeats"])
         if math.isfinite(row["items_per_s"]):
             families["rate"].add_metric(labels, row["items_per_s"])

@@ -206,10 +206,10 @@ class _Tracker:
                 metrics.update({"recommended_value": rec.value, "recommended_gain": rec.gain,
                                 "recommended_gain_low": rec.gain_low, "recommended_gain_high": rec.gain_high,
                                 "baseline_value": rec.baseline_value})
-            if rec is not None:
-                from sweeper.analysis.recommend import format_recommendation
+            if rec is not None or analysis.strata:
+                from sweeper.analysis.recommend import recommendation_lines
 
-                tags["sweeper.recommendation"] = "\n".join(format_recommendation(rec))[:5000]
+                tags["sweeper.recommendation"] = "\n".join(recommendation_lines(analysis))[:5000]
             now = _now_ms()
             logged = self.client.get_run(self.parent_id).data.params   # a resumed run's: MLflow keeps params
             self.client.log_batch(                                     # as first logged; the tags are the latest

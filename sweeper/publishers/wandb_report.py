@@ -71,7 +71,7 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     """The wr.Report of a run (offline: entity given, run sets with no project)."""
     import wandb_workspaces.reports.v2 as wr
 
-    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.recommend import recommendation_lines
     from sweeper.report import markdown, tables
 
     records = data.records
@@ -109,8 +109,8 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     verdicts = markdown.table(tables.verdicts(analysis))
     blocks = [
         wr.H1("Recommendation"),
-        wr.MarkdownBlock("\n".join(f"- {line}" for line in format_recommendation(analysis.recommendation))),
-        wr.H2("Verdicts against the baseline"),
+        wr.MarkdownBlock("\n".join(f"- {line}" for line in recommendation_lines(analysis))),
+        wr.H2(tables.verdicts_title(analysis)),
         wr.MarkdownBlock("\n".join([*verdicts, "", tables.judged(analysis), "", tables.noise_floor(analysis)])),
     ]
     if analysis.notes:

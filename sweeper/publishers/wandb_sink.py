@@ -223,7 +223,7 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
     wandb = _import() if cfg and records else None
     if wandb is None:
         return
-    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.recommend import recommendation_lines
     from sweeper.analysis.run import cell_summary
     from sweeper.report import FIGURES_DIR
 
@@ -232,7 +232,9 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
                    group=run_id, job_type=SUMMARY_JOB_TYPE, name=f"{run_id}-summary",
                    config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": analysis.metric,
                            "baseline_cell": analysis.baseline_id, "axes": analysis.axes,
-                           "items_label": analysis.workload.items_label})
+                           "items_label": analysis.workload.items_label,
+                           **({"compare_within": list(analysis.strata), "baselines": dict(analysis.baselines)}
+                              if analysis.strata else {})})
     try:
         table = cell_summary(analysis)
         table = table.astype(object).where(table.notna(), None)
@@ -240,7 +242,7 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
         for png in sorted((run / FIGURES_DIR).glob("*.png")):
             media[f"figures/{png.stem}"] = wandb.Image(str(png))
         wb_run.log(media)
-        wb_run.summary["recommendation"] = "\n".join(format_recommendation(analysis.recommendation))
+        wb_run.summary["recommendation"] = "\n".join(recommendation_lines(analysis))
         wb_run.summary["failed_trials"] = sum(1 for r in records if r.get("status") != "ok")
     finally:
         wb_run.finish()

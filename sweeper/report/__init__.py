@@ -46,11 +46,12 @@ class Report:
     overlap: Any = ([], [])                              # tables.overlap_table
     scaling: Any = ([], [])                              # tables.scaling_table
     fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
+    verdicts_title: str = "Verdicts against the baseline"   # tables.verdicts_title: with strata, each one's
 
 
 def build(run: Path, data, analysis) -> Report:
     """The report of a run from its RunData and Analysis (sweeper.analysis.run.analyze_run)."""
-    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.analysis.recommend import recommendation_lines
     from sweeper.report import figures, tables
 
     figs = [
@@ -63,10 +64,11 @@ def build(run: Path, data, analysis) -> Report:
     run_id = next((r.get("run_id") for r in data.records), None) or Path(run).name
     return Report(title=f"{sweep} / {run_id}", facts=tables.run_facts(data.records, analysis),
                   verdicts=tables.verdicts(analysis), noise_floor=tables.noise_floor(analysis),
-                  recommendation=format_recommendation(analysis.recommendation), notes=analysis.notes,
+                  recommendation=recommendation_lines(analysis), notes=analysis.notes,
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
-                  scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis))
+                  scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis),
+                  verdicts_title=tables.verdicts_title(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:

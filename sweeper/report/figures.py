@@ -50,7 +50,7 @@ def step_distributions(steps: pd.DataFrame, analysis: Analysis) -> Figure:
         trials = analysis.repeats.loc[analysis.repeats["cell_id"] == cell.cell_id, "trial_id"]
         data.append(measured.loc[measured["trial_id"].isin(trials), "step_s"].to_numpy(float) * 1e3)
         labels.append(cell.cell)
-        colors.append(BASELINE_COLOR if cell.cell_id == analysis.baseline_id else CELL_COLOR)
+        colors.append(BASELINE_COLOR if analysis.is_baseline(cell.cell_id) else CELL_COLOR)
     fig = _figure(9, 1.2 + 0.45 * len(data))
     ax = fig.add_subplot()
     positions = np.arange(len(data))[::-1]
@@ -146,7 +146,7 @@ def throughput_vs_memory(analysis: Analysis) -> Figure:
     ax = fig.add_subplot()
     low = (cells["items_per_s"] - cells.get("items_per_s_low", cells["items_per_s"])).clip(lower=0)
     high = (cells.get("items_per_s_high", cells["items_per_s"]) - cells["items_per_s"]).clip(lower=0)
-    colors = [BASELINE_COLOR if c == analysis.baseline_id else CELL_COLOR for c in cells["cell_id"]]
+    colors = [BASELINE_COLOR if analysis.is_baseline(c) else CELL_COLOR for c in cells["cell_id"]]
     ax.errorbar(cells[column], cells["items_per_s"], yerr=[low.fillna(0), high.fillna(0)], fmt="none",
                 ecolor="gray", alpha=0.6)
     ax.scatter(cells[column], cells["items_per_s"], c=colors, zorder=3)

@@ -38,8 +38,8 @@ def render(report) -> str:
              f"<title>Sweep report: {escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head><body>",
              f"<h1>Sweep report: {escape(report.title)}</h1>", "<ul>"]
     parts += [f"<li>{escape(fact)}</li>" for fact in report.facts] + ["</ul>"]
-    parts += ["<h2>Verdicts against the baseline</h2>"] + table(report.verdicts, verdict_columns)
-    parts += [f"<p>{escape(report.noise_floor)}</p>"]
+    parts += [f"<h2>{escape(report.verdicts_title)}</h2>"] + table(report.verdicts, verdict_columns)
+    parts += [f"<p>{escape(line)}</p>" for line in report.noise_floor.split("\n")]
     if report.fleet and report.fleet[1]:
         from sweeper.report.markdown import FLEET_TEXT
 

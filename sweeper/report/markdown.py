@@ -19,7 +19,9 @@ FLEET_TEXT = ("Each device (a GPU by its UUID, or a node) against its peers over
 def render(report) -> str:
     lines = [f"# Sweep report: {report.title}", ""]
     lines += [f"- {fact}" for fact in report.facts] + [""]
-    lines += ["## Verdicts against the baseline", ""] + table(report.verdicts) + ["", report.noise_floor, ""]
+    floor = report.noise_floor.split("\n")       # one line per stratum: a list, else the one paragraph
+    floor = floor if len(floor) == 1 else [f"- {line}" for line in floor]
+    lines += [f"## {report.verdicts_title}", ""] + table(report.verdicts) + ["", *floor, ""]
     if report.fleet and report.fleet[1]:
         lines += ["## Fleet: each device against its peers", "", FLEET_TEXT, ""] + table(report.fleet) + [""]
     lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]

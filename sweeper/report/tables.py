@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.cells import HIGHER_IS_BETTER, METRICS, Analysis, measured_steps
+from sweeper.analysis.cells import HIGHER_IS_BETTER, METRICS, STRATUM, Analysis, measured_steps
 from sweeper.analysis.text import interval, num, pvalue, rate_digits
 
 Table = Tuple[List[str], List[List[str]]]
@@ -55,9 +55,23 @@ def best_first(analysis: Analysis) -> List[Dict[str, Any]]:
         return []
     column = "items_per_s" if analysis.metric in HIGHER_IS_BETTER else analysis.metric
     key = cells[column] * (-1 if analysis.metric in HIGHER_IS_BETTER else 1)
-    ranked = cells.assign(_none=cells["repeats"] == 0, _key=key.fillna(float("inf")))
-    return ranked.sort_values(["_none", "_key", "cell"], kind="stable").drop(columns=["_none", "_key"]) \
-        .to_dict("records")
+    order = {label: i for i, label in enumerate(analysis.stratum_labels())}
+    group = cells[STRATUM].map(order) if analysis.strata else 0    # stratum by stratum, in order of appearance
+    ranked = cells.assign(_group=group, _none=cells["repeats"] == 0, _key=key.fillna(float("inf")))
+    return ranked.sort_values(["_group", "_none", "_key", "cell"], kind="stable") \
+        .drop(columns=["_group", "_none", "_key"]).to_dict("records")
+
+
+def stratum_header(analysis: Analysis) -> List[str]:
+    """["stratum"] when the run is compared within strata, else nothing (one stratum: no column)."""
+    return [STRATUM] if analysis.strata else []
+
+
+def verdicts_title(analysis: Analysis) -> str:
+    """The verdict table's title: against the baseline, or each stratum's own."""
+    if not analysis.strata:
+        return "Verdicts against the baseline"
+    return f"Verdicts against each stratum's baseline (compared within {', '.join(analysis.names.get(k, k) for k in analysis.strata)})"
 
 
 def _order(analysis: Analysis) -> List[str]:
@@ -81,7 +95,7 @@ def cell_statistics(analysis: Analysis) -> Table:
     cells = cell_rows(analysis)
     for cell_id in _order(analysis):
         row = cells[cell_id]
-        mark = " (baseline)" if cell_id == analysis.baseline_id else ""
+        mark = " (baseline)" if analysis.is_baseline(cell_id) else ""
         rows.append([f"{row['cell']}{mark}", str(row["repeats"]), str(row["failed"]),
                      *(figure(row, c, s, d, with_interval=True) for c, _, s, d in main),
                      figure(row, "mean", 1e3, 2, True), figure(row, "std", 1e3, 2),
@@ -97,13 +111,13 @@ def verdicts(analysis: Analysis) -> Table:
     m = analysis.metric
     others = [o for o in METRICS if o != m]
     main = figures(analysis, headline=False)
-    header = ["cell", "repeats", *(f[1] for f in main), f"{m} ratio", "95% CI", "p (Holm)", "Cliff's delta",
-              "verdict", *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
+    header = [*stratum_header(analysis), "cell", "repeats", *(f[1] for f in main), f"{m} ratio", "95% CI",
+              "p (Holm)", "Cliff's delta", "verdict", *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
     cells = cell_rows(analysis)
     rows = []
     for v in analysis.verdicts.to_dict("records"):
         row = cells[v["cell_id"]]
-        rows.append([row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
+        rows.append([*(str(row[STRATUM]) for _ in stratum_header(analysis)), row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
                      num(v.get(f"{m}_ratio"), 1.0, 3), interval(v.get(f"{m}_ratio_low"), v.get(f"{m}_ratio_high"), 1.0, 3),
                      pvalue(v.get(f"{m}_p_adj")), num(v.get(f"{m}_delta"), 1.0, 2), v[f"{m}_verdict"],
                      *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
@@ -111,13 +125,25 @@ def verdicts(analysis: Analysis) -> Table:
 
 
 def noise_floor(analysis: Analysis) -> str:
-    c: Optional[stats.Comparison] = analysis.noise_floor
+    """The baseline against itself, in words; with strata one line per stratum ("kind=images: ...")."""
+    if analysis.strata:
+        lines = []
+        for label in analysis.stratum_labels():
+            if label not in analysis.baselines:
+                lines.append(f"noise floor, {label}: no baseline in this stratum, so none")
+            else:
+                lines.append(_floor_text(analysis.noise_floors.get(label), analysis.metric, f", {label}"))
+        return "\n".join(lines)
     if analysis.baseline_id is None:
         return "noise floor: no baseline cell, so none"
+    return _floor_text(analysis.noise_floor, analysis.metric)
+
+
+def _floor_text(c: Optional[stats.Comparison], metric: str, where: str = "") -> str:
     if c is None:
-        return "noise floor: the baseline has fewer than 2 repeats, so it cannot be compared with itself"
-    return (f"noise floor (baseline A/A, its repeats in run order split into two interleaved halves, "
-            f"{c.n_a} vs {c.n_b}): {analysis.metric} ratio {num(c.ratio, 1.0, 3)} "
+        return f"noise floor{where}: the baseline has fewer than 2 repeats, so it cannot be compared with itself"
+    return (f"noise floor{where} (baseline A/A, its repeats in run order split into two interleaved halves, "
+            f"{c.n_a} vs {c.n_b}): {metric} ratio {num(c.ratio, 1.0, 3)} "
             f"{interval(c.ratio_low, c.ratio_high, 1.0, 3)}, p {pvalue(c.p_value)}: {c.verdict}")
 
 
