@@ -219,14 +219,14 @@ def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     heads = [line for line in done.stdout.splitlines() if line.startswith("dry run: ")]
-    assert heads[0].startswith("dry run: 54 trial(s) of sweep 'overnight' (dataloader 15, train_step 21, "
-                               "playbook 18, in turn)")
+    assert heads[0].startswith("dry run: 51 trial(s) of sweep 'overnight' (dataloader 15, train_step 21, "
+                               "playbook 15, in turn)")
     loader, step, playbook = heads[1:]
     # the suite's adaptive repeats reach each sweep (3 to start, the baseline 6), and so do the
     # user's overrides: data.num_workers=2 replaces the loader's four values (2 x 2 cells)
     assert "15 trial(s) of sweep 'dataloader'" in loader
     assert "21 trial(s) of sweep 'train_step'" in step
-    assert "18 trial(s) of sweep 'playbook'" in playbook
+    assert "15 trial(s) of sweep 'playbook'" in playbook      # five workloads, each alone: no baseline doubled
     assert "adaptive.enabled=True" in done.stdout and not (tmp_path / "overnight.lock").exists()
 
 
