@@ -12,7 +12,7 @@ run out of memory. Each step after loading is forward, backward, AdamW.
 Figures (MB): load_peak_mb, step_peak_mb (the first step), and with compare=true the
 same for both ways, load_peak_mb_warm/_cold and step_peak_mb_warm/_cold, load_s_*. Each
 way of the comparison runs in a spawned process of its own, so each starts from an empty
-caching allocator (way_in_fresh_process says why that matters); the trial's own figures come
+caching allocator (ways_in_fresh_processes says why that matters); the trial's own figures come
 from its own process's first load.
 On CUDA a peak is torch.cuda.max_memory_reserved (what the allocator held; *_allocated_mb
 beside it) and fragmentation_mb is reserved less allocated after the first step. On a
@@ -104,7 +104,7 @@ def first_step(model, x: torch.Tensor, device: torch.device, probe=None):
 
 def measure_way(params: Dict[str, Any], device: str, batch: int, seq_len: int, warm: bool,
                 threads: int) -> Dict[str, float]:
-    """One way, load and first step, in a process of its own (see way_in_fresh_process)."""
+    """One way, load and first step, in a process of its own (see ways_in_fresh_processes)."""
     torch.set_num_threads(threads)
     dev = torch.device(device)
     if dev.type == "cuda":
@@ -127,28 +127,40 @@ def pay_one_time_costs(params: Dict[str, Any], kind: str) -> None:
     models.build(params, kind, where="meta")
 
 
-def way_in_fresh_process(params: Dict[str, Any], device: torch.device, batch: int, seq_len: int,
-                         warm: bool) -> Dict[str, float]:
-    """Each way is measured in a new Python process, so each starts from an empty caching
-    allocator (no segment cached by the other way, no counters carried over, cudaMalloc counts
-    from zero) and on a CPU from a fresh heap. Measured one after the other in one process, the
-    second way reuses the first one's cached segments (empty_cache cannot return a segment that
-    still holds one live block), and on the H200 both ways read the same 3,454 MB load peak.
-    A subprocess rather than multiprocessing: spawn would re-import the trial's main module."""
+def ways_in_fresh_processes(params: Dict[str, Any], device: torch.device, batch: int, seq_len: int
+                            ) -> Dict[bool, Dict[str, float]]:
+    """Cold and warm, each measured in a new Python process, so each starts from an empty
+    caching allocator (no segment cached by the other way, no counters carried over,
+    cudaMalloc counts from zero) and on a CPU from a fresh heap. Measured one after the other
+    in one process, the second way reuses the first one's cached segments (empty_cache cannot
+    return a segment that still holds one live block), and on the H200 both ways read the same
+    3,454 MB load peak. A subprocess rather than multiprocessing: spawn would re-import the
+    trial's main module. On a GPU one after the other (two loads at once could run out of
+    memory that one would not); on a CPU side by side, as RSS is per process."""
     import json
     import os
     import subprocess
     import sys
 
-    args = {"params": dict(params), "device": str(device), "batch": batch, "seq_len": seq_len, "warm": warm,
-            "threads": torch.get_num_threads()}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}   # a user's model imports too
-    done = subprocess.run([sys.executable, "-m", __name__, json.dumps(args)], capture_output=True, text=True,
-                          env=env)
-    if done.returncode != 0:      # "out of memory" in the message makes the trial's status "oom"
-        raise RuntimeError(f"allocator_warmup: the {'warm' if warm else 'cold'} way failed in its own process "
-                           f"(exit {done.returncode}): {done.stderr.strip()[-1500:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def start(warm: bool) -> subprocess.Popen:
+        args = {"params": dict(params), "device": str(device), "batch": batch, "seq_len": seq_len, "warm": warm,
+                "threads": torch.get_num_threads()}
+        return subprocess.Popen([sys.executable, "-m", __name__, json.dumps(args)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def result(warm: bool, proc: subprocess.Popen) -> Dict[str, float]:
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:      # "out of memory" in the message makes the trial's status "oom"
+            raise RuntimeError(f"allocator_warmup: the {'warm' if warm else 'cold'} way failed in its own "
+                               f"process (exit {proc.returncode}): {stderr.strip()[-1500:]}")
+        return json.loads(stdout.strip().splitlines()[-1])
+
+    if device.type == "cuda":
+        return {warm: result(warm, start(warm)) for warm in (False, True)}
+    procs = {warm: start(warm) for warm in (False, True)}
+    return {warm: result(warm, proc) for warm, proc in procs.items()}
 
 
 def return_freed_host_memory() -> None:
@@ -172,8 +184,7 @@ def run(cfg, probe) -> Dict[str, Any]:
     out: Dict[str, Any] = {"memory_kind": "cuda_reserved" if kind == "cuda" else "host_rss", "batch": batch,
                            "seq_len": seq_len}
     if params.compare:        # both ways, each from a clean allocator in a process of its own
-        for warm in (False, True):
-            way = way_in_fresh_process(dict(cfg.workload.params), device, batch, seq_len, warm)
+        for warm, way in ways_in_fresh_processes(dict(cfg.workload.params), device, batch, seq_len).items():
             out.update({f"{k}_{suffix[warm]}": v for k, v in way.items() if k != "weights_mb"})
     # the measured steps: this process's own load, its first in this process, so clean as well
     if kind == "cpu":
@@ -198,7 +209,7 @@ def run(cfg, probe) -> Dict[str, Any]:
     return out
 
 
-if __name__ == "__main__":       # one way, in a process of its own (way_in_fresh_process)
+if __name__ == "__main__":       # one way, in a process of its own (ways_in_fresh_processes)
     import json
     import sys
 
