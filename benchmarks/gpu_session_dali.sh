@@ -39,8 +39,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 RES=/tmp/results/dali-$START      # this session's runs only
 common=(wandb.enabled=false results_dir=$RES)
-# the reference setting, in the sweeper's words
-real=(data.kind=images data.num_shards=8 data.samples_per_shard=256 data.images.height=375 data.images.width=500
+# the reference setting, in the sweeper's words, on the very shard files the plain script reads
+real=(data.cache_dir=$SWEEPER_CACHE data.kind=images data.num_shards=8 data.samples_per_shard=256 data.images.height=375 data.images.width=500
       data.images.quality=90 data.images.crop_size=224 data.batch_size=64)
 newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
 
