@@ -2,9 +2,10 @@
 # GPU host (one H200): the profiling playbook's microbenchmarks at real sizes (docs/playbook.md).
 #   1. +sweep=playbook through the Ray executor: every microbenchmark, one trial each, with the
 #      "auto" sizes of a GPU (512 MB copies, GPT-2 124M in bf16 for forward timing, GPT-2 124M
-#      for the allocator warm-up); the figures of each trial are printed
+#      for the allocator warm-up, its cold and warm ways each in a fresh process); the figures
+#      of each trial are printed, a few to a line
 #   2. the copy microbenchmark against a plain torch copy loop on the same host, pinned and
-#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop, the sweeper sweep (executor=local, so
+#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop (benchmarks/plain_copy.py), the sweeper sweep (executor=local, so
 #      the 8 trials share one CUDA start), the plain loop again; each sweeper GB/s against the
 #      mean of the two plain runs must be within 5% (REFERENCE-NUMBERS.md: 54.3 GB/s pinned,
 #      6.1 GB/s pageable at 512 MB)
@@ -72,6 +73,13 @@ if playbook:
             print("    " + "  ".join(f"{f:30}" for f in figures[i:i + 4]).rstrip())
         if row["status"] != "ok":
             print("   ", row.get("error_type"), str(row.get("error_message"))[:300])
+    alloc = s[s["workload"] == "allocator_warmup"]
+    if len(alloc) and alloc.iloc[0]["status"] == "ok":
+        a = alloc.iloc[0]
+        print("\nallocator warm-up, each way in a fresh process (MB; mallocs a count):  cold      warm")
+        for name in ("load_peak_mb", "load_peak_allocated_mb", "step_peak_mb", "fragmentation_mb", "cuda_mallocs"):
+            if f"{name}_cold" in a:
+                print(f"    {name:26} {a[f'{name}_cold']:>42,.0f}  {a[f'{name}_warm']:>8,.0f}")
     print()
 print("reference (one H200, plain script): 54.3 GB/s pinned, 6.1 GB/s pageable at 512 MB")
 plain = [json.loads((out / f).read_text()) for f in ("plain-before.json", "plain-after.json") if (out / f).exists()]
