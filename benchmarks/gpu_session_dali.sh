@@ -3,11 +3,15 @@
 # +sweep=loaders on images.
 #   (a) a plain DALI script (benchmarks/dali_plain.py: mixed JPEG decode, 8 threads, 2,048 JPEGs
 #       of 375x500 at quality 90, random-resized-crop to 224x224 and flip, batch 64) and the same
-#       setting through `python -m sweeper` on the same host, minutes apart: images/s of each and
-#       their ratio, which must be within 5% (reference, ../shared/REFERENCE-NUMBERS.md: 5,068 images/s)
+#       setting through `python -m sweeper`, INTERLEAVED: $ROUNDS rounds, each a plain run (2 fresh
+#       pipelines), a sweep through Ray (2 trials) and a sweep with executor=local (2 trials, the
+#       same process: no Ray start-up beside it), the order alternating by round so host drift
+#       falls on all. Each measures 400 batches after the same warm-up (the plain script's first
+#       epoch of 32 batches + 5 = the sweeper's 37 warm-up steps). Medians over runs; the ratio
+#       sweeper (Ray) / plain must be within 5% (reference, ../shared/REFERENCE-NUMBERS.md: 5,068 images/s)
 #   (b) +sweep=loaders on real-size images: the DataLoader (8 workers, Pillow) against DALI
 #       (8 threads, mixed decode), with the verdict table
-# About 3-4 minutes in all; logs and summaries under $OUT, a short table printed last.
+# About 3 minutes in all (DALI_LOADERS=0 skips (b), ~40 s); logs and summaries under $OUT, a short table printed last.
 #
 # How to launch it. DALI is too big for one command, so it comes in parts (../shared/gpu-host/
 # bigwheels.sh); this script is the LAST command of that series. From the project root, here:
@@ -33,57 +37,72 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
   .whl/*.whl /tmp/acc/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
-RES=/tmp/results
+RES=/tmp/results/dali-$START      # this session's runs only
 common=(wandb.enabled=false results_dir=$RES)
-# the reference setting, in the sweeper's words
-real=(data.kind=images data.num_shards=8 data.samples_per_shard=256 data.images.height=375 data.images.width=500
+# the reference setting, in the sweeper's words, on the very shard files the plain script reads
+real=(data.cache_dir=$SWEEPER_CACHE data.kind=images data.num_shards=8 data.samples_per_shard=256 data.images.height=375 data.images.width=500
       data.images.quality=90 data.images.crop_size=224 data.batch_size=64)
 newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
+
+ROUNDS=${DALI_ROUNDS:-3}; STEPS=${DALI_STEPS:-400}; WARM=37     # 37 = the plain script's first epoch (32) + 5
+match=("${real[@]}" data.loader=dali data.dali.num_threads=8 data.dali.decoder=mixed repeats=2
+       workload.warmup_steps=$WARM workload.steps=$STEPS resources.isolation=gpu report.enabled=false "${common[@]}")
+plain_run() { timeout 120 python3 benchmarks/dali_plain.py --decoder mixed --threads 8 --repeats 2 --warmup 5 \
+                --steps "$STEPS" | tail -1 > "$OUT/plain-$1.json"; echo "-- plain round $1: $(cut -c1-200 "$OUT/plain-$1.json")"; }
+ray_run()   { timeout 150 python3 -m sweeper sweep.name=dali_match "${match[@]}" | grep -E '^\[|^results:'; echo "-- exit ${PIPESTATUS[0]}"; }
+local_run() { timeout 150 python3 -m sweeper sweep.name=dali_match_local executor=local "${match[@]}" \
+                | grep -E '^\[|^results:'; echo "-- exit ${PIPESTATUS[0]}"; }
 
 {
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
   python3 -c "import torch, nvidia.dali as d, ray, hydra; print('torch', torch.__version__, '| dali', d.__version__, '| ray', ray.__version__, '| hydra', hydra.__version__)"
   echo "cores $(nproc)"
 
-  echo; echo "== (a1) plain DALI script: mixed decode, 8 threads, 3 fresh pipelines (makes the shards and indexes first)"
-  timeout 150 python3 benchmarks/dali_plain.py --decoder mixed --threads 8 --repeats 3 --warmup 5 --steps 100 \
-    | tee "$OUT/plain.json"
+  echo; echo "== (a) plain DALI script and python -m sweeper, interleaved: $ROUNDS rounds, $STEPS measured batches each"
+  python3 benchmarks/dali_plain.py --decoder mixed --threads 8 --repeats 1 --warmup 1 --steps 5 >/dev/null 2>&1   # shards + indexes, untimed
+  for r in $(seq 0 $((ROUNDS - 1))); do
+    echo "-- round $r ($(($(date +%s) - START)) s)"
+    if ((r % 2 == 0)); then plain_run "$r"; ray_run; local_run; else local_run; ray_run; plain_run "$r"; fi
+  done 2>&1 | grep -v -E "nvjpeg2k|nvtiff|nvJPEG2000|nvTIFF|^Note: If using"
 
-  echo; echo "== (a2) the same through python -m sweeper (3 trials, 5 warm-up + 100 measured steps each)"
-  timeout 150 python3 -m sweeper sweep.name=dali_match "${real[@]}" data.loader=dali data.dali.num_threads=8 \
-    data.dali.decoder=mixed repeats=3 workload.warmup_steps=5 workload.steps=100 resources.isolation=gpu \
-    report.enabled=false "${common[@]}"
-  echo "-- exit $?"
-  MATCH=$(newest dali_match)
-
-  echo; echo "== (b) +sweep=loaders on images: DataLoader (8 workers, Pillow) against DALI (8 threads, mixed)"
-  timeout 200 python3 -m sweeper +sweep=loaders "${real[@]}" data.num_workers=8 data.dali.num_threads=8 \
-    data.dali.decoder=mixed workload.steps=50 "${common[@]}" 2>&1 | tee "$OUT/loaders.out"
-  echo "-- exit ${PIPESTATUS[0]}"
+  if [ "${DALI_LOADERS:-1}" != 0 ]; then
+    echo; echo "== (b) +sweep=loaders on images: DataLoader (8 workers, Pillow) against DALI (8 threads, mixed)"
+    timeout 200 python3 -m sweeper +sweep=loaders "${real[@]}" data.num_workers=8 data.dali.num_threads=8 \
+      data.dali.decoder=mixed workload.steps=50 "${common[@]}" 2>&1 | tee "$OUT/loaders.out"
+    echo "-- exit ${PIPESTATUS[0]}"
+  fi
   LOADERS=$(newest loaders)
-
-  for pair in "dali_match:$MATCH" "loaders:$LOADERS"; do
-    [ -n "${pair#*:}" ] && cp "${pair#*:}/summary.csv" "$OUT/${pair%%:*}-summary.csv"
+  for mode in dali_match dali_match_local; do      # every run folder of the mode, one summary each
+    i=0; for d in $(ls -1d "$RES/$mode"/*/ 2>/dev/null | sort); do cp "$d/summary.csv" "$OUT/$mode-$i-summary.csv"; i=$((i + 1)); done
   done
+  [ -n "$LOADERS" ] && cp "$LOADERS/summary.csv" "$OUT/loaders-summary.csv"
   echo; echo "== figures ($(($(date +%s) - START)) s in all)"
-  python3 - "$OUT/plain.json" "$MATCH" "$LOADERS" <<'PY'
-import json, sys
+  python3 - "$OUT" "$LOADERS" <<'PY'
+import glob, json, statistics, sys
 import pandas as pd
-plain_path, match, loaders = sys.argv[1:]
-try:
-    plain = json.loads(open(plain_path).read().strip().splitlines()[-1])
-except (OSError, ValueError, IndexError):
-    plain = {}
-swept = pd.read_csv(match.rstrip("/") + "/summary.csv") if match else pd.DataFrame()
-ok = swept[swept["status"] == "ok"] if len(swept) else swept
-through = ok["items_per_s"].median() if len(ok) else float("nan")
-p = plain.get("images_per_s", float("nan"))
-print(f"(a) plain DALI script   {p:9,.0f} images/s (first epoch {plain.get('first_epoch_images_per_s', float('nan')):,.0f}; reference 5,068)")
-print(f"    through the sweeper {through:9,.0f} images/s ({len(ok)} ok trials; DALI RSS peak "
-      f"{ok['dali_mem_peak_mb'].median() if len(ok) else float('nan'):,.0f} MB, after release "
-      f"{ok['dali_mem_after_release_mb'].median() if len(ok) else float('nan'):,.0f} MB)")
-ratio = through / p if p == p and p else float("nan")
-print(f"    ratio sweeper / plain {ratio:.3f}: {'WITHIN 5%' if abs(ratio - 1) <= 0.05 else 'NOT within 5%'}")
+out, loaders = sys.argv[1:]
+plain = []
+for path in sorted(glob.glob(f"{out}/plain-*.json")):
+    try:
+        plain += [run[0] for run in json.loads(open(path).read().strip())["runs"]]
+    except (OSError, ValueError, KeyError):
+        pass
+def trials(mode):
+    frames = [pd.read_csv(p) for p in sorted(glob.glob(f"{out}/{mode}-*-summary.csv"))]
+    s = pd.concat(frames) if frames else pd.DataFrame(columns=["status", "items_per_s", "phase_other_mean_s"])
+    return s[s["status"] == "ok"]
+med = lambda xs: statistics.median(xs) if len(xs) else float("nan")
+p = med(plain)
+print(f"(a) plain DALI script      {p:9,.0f} images/s  median of {len(plain)} pipelines: "
+      + " ".join(f"{x:,.0f}" for x in plain) + "  (reference 5,068)")
+for mode, label in (("dali_match", "sweeper, Ray executor"), ("dali_match_local", "sweeper, executor=local")):
+    ok = trials(mode)
+    v = med(list(ok["items_per_s"]))
+    ratio = v / p if p == p and p else float("nan")
+    print(f"    {label:22} {v:9,.0f} images/s  median of {len(ok)} trials: "
+          + " ".join(f"{x:,.0f}" for x in ok["items_per_s"]))
+    print(f"        ratio to plain {ratio:.3f}: {'WITHIN 5%' if abs(ratio - 1) <= 0.05 else 'NOT within 5%'}"
+          f"   (time outside data_wait per step: median {1e3 * med(list(ok['phase_other_mean_s'])):.3f} ms)")
 if loaders:
     s = pd.read_csv(loaders.rstrip("/") + "/summary.csv")
     for loader, g in s.groupby("data.loader"):
@@ -91,6 +110,5 @@ if loaders:
         print(f"(b) loaders  {loader:6} {len(good)}/{len(g)} ok  {good['items_per_s'].median():9,.0f} images/s  "
               f"first batch {good['time_to_first_batch_s'].median():.2f} s")
 PY
-  echo; echo "(b) the sweeper's verdicts:"
-  sed -n '/^verdicts against the baseline:/,/^report:/p' "$OUT/loaders.out"
+  if [ -n "$LOADERS" ]; then echo; echo "(b) the sweeper's verdicts:"; sed -n '/^verdicts against the baseline:/,/^report:/p' "$OUT/loaders.out"; fi
 } 2>&1 | grep --line-buffered -v "authentication_token" | tee "$OUT/dali.log"

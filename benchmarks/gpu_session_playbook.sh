@@ -2,9 +2,10 @@
 # GPU host (one H200): the profiling playbook's microbenchmarks at real sizes (docs/playbook.md).
 #   1. +sweep=playbook through the Ray executor: every microbenchmark, one trial each, with the
 #      "auto" sizes of a GPU (512 MB copies, GPT-2 124M in bf16 for forward timing, GPT-2 124M
-#      for the allocator warm-up); the figures of each trial are printed
+#      for the allocator warm-up, its cold and warm ways each in a fresh process); the figures
+#      of each trial are printed, a few to a line
 #   2. the copy microbenchmark against a plain torch copy loop on the same host, pinned and
-#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop, the sweeper sweep (executor=local, so
+#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop (benchmarks/plain_copy.py), the sweeper sweep (executor=local, so
 #      the 8 trials share one CUDA start), the plain loop again; each sweeper GB/s against the
 #      mean of the two plain runs must be within 5% (REFERENCE-NUMBERS.md: 54.3 GB/s pinned,
 #      6.1 GB/s pageable at 512 MB)
@@ -34,32 +35,6 @@ run_sweep() {   # name cap args...
   local rc=$?
   echo "-- $name: exit $rc$( ((rc == 124)) && echo ' (TIMED OUT)') in $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s"
 }
-plain_copy() {   # the same copies with nothing but torch: median of 20 per-copy CUDA event timings, each
-                 # copy synchronised as a plain script does (at 0.5 MB the probe's own work per step
-                 # leaves the stream idle before each copy too, so both include one launch gap)
-  python3 - "$SIZES" "$1" <<'PY'
-import json, statistics, sys
-import torch
-sizes, out = [float(s) for s in sys.argv[1].split(",")], {}
-dst_all = torch.empty(int(max(sizes) * 1e6), dtype=torch.uint8, device="cuda")
-for size in sizes:
-    n = int(size * 1e6)
-    dst = dst_all[:n]
-    for pinned in (True, False):
-        src = torch.empty(n, dtype=torch.uint8, pin_memory=pinned).fill_(1)
-        for _ in range(3):
-            dst.copy_(src, non_blocking=pinned)
-        times = []
-        for _ in range(20):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(); dst.copy_(src, non_blocking=pinned); b.record(); b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        out[f"{size:g}/{'pinned' if pinned else 'pageable'}"] = n / statistics.median(times) / 1e9
-        del src
-json.dump(out, open(sys.argv[2], "w"))
-print("plain torch copy GB/s:", {k: round(v, 1) for k, v in out.items()})
-PY
-}
 
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.used,memory.total --format=csv,noheader
@@ -72,12 +47,12 @@ PY
   leftovers "1. playbook"
 
   echo; echo "== 2. copy: plain torch, sweeper, plain torch"
-  timeout 60 plain_copy "$OUT/plain-before.json"
+  timeout 60 python3 benchmarks/plain_copy.py "$SIZES" "$OUT/plain-before.json"   # a file: timeout cannot run a shell function
   run_sweep "2. h2d_copy sizes" 90 workload=h2d_copy "workload.params.size_mb=$SIZES" workload.params.pinned=true,false \
       workload.params.compare=false workload.params.overlap=false executor=local "${common[@]}"
   CP=$(newest single); echo "run folder: $CP"
   [ -n "$CP" ] && cp "$CP/summary.csv" "$OUT/copy-summary.csv"
-  timeout 60 plain_copy "$OUT/plain-after.json"
+  timeout 60 python3 benchmarks/plain_copy.py "$SIZES" "$OUT/plain-after.json"
   leftovers "2. copy"
 
   echo; echo "== figures ($(($(date +%s) - START)) s in all)"
@@ -86,20 +61,31 @@ import json, math, sys
 from pathlib import Path
 import pandas as pd
 playbook, copies, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+SKIP = {"trial_id", "cell_id", "overrides", "host", "pid", "repeat", "num_cpus", "num_gpus", "threads", "is_baseline"}
 if playbook:
     s = pd.read_csv(playbook.rstrip("/") + "/summary.csv")
-    for _, row in s.iterrows():
-        figures = {k: v for k, v in row.items() if k not in ("trial_id", "cell_id", "overrides", "host", "pid")
-                   and not str(k).startswith("phase_") and isinstance(v, (int, float)) and not pd.isna(v)}
-        print(f"{row['workload']:17} {row['status']:6} " + " ".join(f"{k}={v:.4g}" for k, v in figures.items()
-                                                                   if not isinstance(v, bool)))
+    for _, row in s.iterrows():      # one block per workload: its own figures, a few to a line
+        figures = [f"{k}={v:.4g}" for k, v in row.items()
+                   if k not in SKIP and not str(k).startswith(("phase_", "workload.", "step_"))
+                   and isinstance(v, (int, float)) and not isinstance(v, bool) and not pd.isna(v)]
+        print(f"\n[{row['workload']}] {row['status']}  step p50 {row['step_p50_s'] * 1e3:.3g} ms")
+        for i in range(0, len(figures), 4):
+            print("    " + "  ".join(f"{f:30}" for f in figures[i:i + 4]).rstrip())
         if row["status"] != "ok":
             print("   ", row.get("error_type"), str(row.get("error_message"))[:300])
+    alloc = s[s["workload"] == "allocator_warmup"]
+    if len(alloc) and alloc.iloc[0]["status"] == "ok":
+        a = alloc.iloc[0]
+        print("\nallocator warm-up, each way in a fresh process (MB; mallocs a count):  cold      warm")
+        for name in ("load_peak_mb", "load_peak_allocated_mb", "step_peak_mb", "fragmentation_mb", "cuda_mallocs"):
+            if f"{name}_cold" in a:
+                print(f"    {name:26} {a[f'{name}_cold']:>42,.0f}  {a[f'{name}_warm']:>8,.0f}")
+    print()
 print("reference (one H200, plain script): 54.3 GB/s pinned, 6.1 GB/s pageable at 512 MB")
 plain = [json.loads((out / f).read_text()) for f in ("plain-before.json", "plain-after.json") if (out / f).exists()]
 if copies and plain:
     s = pd.read_csv(copies.rstrip("/") + "/summary.csv")
-    print(f"{'size MB':>8} {'memory':9} {'sweeper GB/s':>12} {'plain GB/s':>10} {'ratio':>6}  within 5%")
+    print(f"{'size MB':>8} {'memory':9} {'sweeper GB/s':>12} {'plain GB/s':>10} {'ratio':>6}  within 5%  plain before/after")
     worst = 0.0
     for _, row in s.sort_values(["workload.params.size_mb", "workload.params.pinned"]).iterrows():
         key = f"{float(row['workload.params.size_mb']):g}/{'pinned' if row['workload.params.pinned'] else 'pageable'}"
@@ -107,7 +93,7 @@ if copies and plain:
         ratio = row["copy_gbps"] / ref if row["status"] == "ok" else math.nan
         worst = max(worst, abs(ratio - 1)) if not math.isnan(ratio) else math.inf
         print(f"{row['workload.params.size_mb']:>8g} {key.split('/')[1]:9} {row['copy_gbps']:>12.1f} {ref:>10.1f} "
-              f"{ratio:>6.3f}  {'yes' if abs(ratio - 1) <= 0.05 else 'NO'}")
+              f"{ratio:>6.3f}  {('yes' if abs(ratio - 1) <= 0.05 else 'NO'):9}  " + " / ".join(f"{p[key]:.1f}" for p in plain))
     print(f"copy microbenchmark vs plain torch loop: worst difference {worst * 100:.1f}% "
           f"({'PASS' if worst <= 0.05 else 'FAIL'}: must be within 5%)")
 PY

@@ -21,6 +21,7 @@ Several hosts (the Ray workers of one node) can share a zygote; trials run side 
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import pickle
@@ -248,6 +249,12 @@ def main() -> None:
     ready = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                    # stray prints go to stderr
     _preload()
+    # Everything imported so far moves to the permanent generation: a trial's garbage
+    # collections then skip it, so they neither take the time to walk torch's objects nor
+    # write to their headers, which would copy the zygote's pages one by one into each child
+    # (Python's docs advise gc.freeze() before fork for this).
+    gc.collect()
+    gc.freeze()
     ready.write(json.dumps({"ready": os.getpid()}) + "\n")
     ready.close()
     Zygote(listener).serve()

@@ -90,9 +90,10 @@ def test_a_larger_batch_shape_takes_longer_to_forward(playbook):
 def test_loading_weights_shows_in_the_host_peak_both_ways(playbook):
     alloc = figures(playbook[2], "allocator_warmup")
     assert alloc["memory_kind"] == "host_rss"
-    for way in ("warm", "cold"):
-        assert alloc[f"load_peak_mb_{way}"] > 0.5 * alloc["weights_mb"], alloc
+    for way in ("warm", "cold"):     # each way in a clean process: the weights, not one-time costs or the other way
+        assert 0.5 * alloc["weights_mb"] < alloc[f"load_peak_mb_{way}"] < 3 * alloc["weights_mb"], alloc
         assert alloc[f"step_peak_mb_{way}"] > 0
+    assert 0.5 * alloc["weights_mb"] < alloc["load_peak_mb"] < 3 * alloc["weights_mb"], alloc
 
 
 @pytest.mark.slow

@@ -668,3 +668,31 @@ def test_the_trials_cuda_peak_survives_the_per_step_resets(monkeypatch):
         assert tracker()["gpu_mem_peak_allocated_mb"] == step_peak / memory.MB
     FakeTorch.cuda.peak = {"allocated_bytes": 1e9, "reserved_bytes": 2e9}   # after the last reset
     assert memory.cuda_peaks(FakeTorch) == {"allocated_bytes": 17e9, "reserved_bytes": 18e9}
+
+
+def test_descendants_lists_the_same_subtree_as_psutil_without_reading_all_of_proc():
+    """The sampler lists the trial's children from /proc/<pid>/task/*/children: the same
+    processes as psutil's scan of every /proc/<pid>/stat, grandchildren included."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from sweeper.measure.sampler import descendants
+
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)']); time.sleep(20)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        me = psutil.Process()
+        for _ in range(100):                       # until the grandchild is there
+            expected = sorted(p.pid for p in me.children(recursive=True))
+            if len(expected) >= 2:
+                break
+            time.sleep(0.05)
+        assert len(expected) >= 2 and sorted(p.pid for p in descendants(me)) == expected
+    finally:
+        for proc in psutil.Process(child.pid).children(recursive=True):
+            proc.kill()
+        child.kill()
+        child.wait()

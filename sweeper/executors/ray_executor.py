@@ -104,7 +104,10 @@ class RayExecutor(Executor):
         if self.cfg.address:
             ray.init(address=self.cfg.address, **kwargs)
             return False
-        ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus, **kwargs)
+        # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
+        # processes importing Ray while the first trials are measured. Trials get theirs on demand.
+        ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
+                 _system_config={"prestart_worker_first_driver": False}, **kwargs)
         return True
 
     def _shape(self) -> ClusterShape:

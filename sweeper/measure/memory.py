@@ -17,6 +17,12 @@ from typing import Any, Dict, Optional, Set
 MB = 1e6
 
 
+def descendants(proc):
+    from sweeper.measure.sampler import descendants as listed
+
+    return listed(proc)
+
+
 def _process_memory(proc) -> Optional[Dict[str, float]]:
     import psutil
 
@@ -43,7 +49,7 @@ class TreeMemory:
         main = _process_memory(self.process) or {}
         out.update({f"mem_main_{k}_mb": v for k, v in main.items()})
         try:
-            children = self.process.children(recursive=True)
+            children = descendants(self.process)   # the trial's subtree only, not all of /proc
         except psutil.NoSuchProcess:
             children = []
         workers = [_process_memory(c) for c in children if c.pid not in self.exclude_pids]

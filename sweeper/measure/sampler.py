@@ -160,11 +160,49 @@ def aligned_columns(sampler: Sampler, starts: Sequence[int], ends: Sequence[int]
 
 
 # -- sources ------------------------------------------------------------------------
+def descendants(proc: Any) -> List[Any]:
+    """The children of `proc`, recursively, from /proc/<pid>/task/<tid>/children: reads only
+    the trial's own subtree. psutil's children(recursive=True) reads /proc/<pid>/stat of every
+    process on the host, milliseconds of Python holding the GIL (2.9 ms with 90 processes here,
+    more beside a Ray node), and the trial's main thread waits for it. Falls back to psutil
+    where the kernel has no such file."""
+    import psutil
+
+    found: List[Any] = []
+    todo = [proc.pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            if pid == proc.pid:           # not Linux, or proc has gone
+                return proc.children(recursive=True)
+            continue
+        kids: set = set()
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids.update(int(k) for k in f.read().split())
+            except FileNotFoundError:
+                if pid == proc.pid and tid == str(pid):   # a kernel without CONFIG_PROC_CHILDREN
+                    return proc.children(recursive=True)
+            except OSError:               # the thread ended meanwhile
+                continue
+        for kid in sorted(kids):
+            try:
+                found.append(psutil.Process(kid))
+                todo.append(kid)
+            except psutil.Error:          # exited between listing and opening
+                continue
+    return found
+
+
 class ProcessTree:
     """CPU %user and %system of the trial process and its children (percent of one core,
     summed, as `top` shows it: 8 busy workers read about 800), and the bytes the tree
     read: from storage (disk_read_mb_s) and through read calls, page cache included
-    (io_read_mb_s); util_workers_cpu_pct is the children alone (the DataLoader workers). The children list is refreshed once a second; listing costs ~2 ms."""
+    (io_read_mb_s); util_workers_cpu_pct is the children alone (the DataLoader workers). The
+    children list is refreshed once a second, from the trial's own subtree (descendants: 0.4 ms)."""
 
     def __init__(self, pid: Optional[int] = None, clock: Clock = time.perf_counter_ns, refresh_s: float = 1.0,
                  exclude_pids: Optional[set] = None):
@@ -180,7 +218,7 @@ class ProcessTree:
     def _tree(self, now: int) -> List[Any]:
         if self._listed_at is None or now - self._listed_at >= self.refresh_ns:
             try:
-                self._procs = [self.root] + self.root.children(recursive=True)
+                self._procs = [self.root] + descendants(self.root)
             except Exception:
                 self._procs = [self.root]
             self._listed_at = now
