@@ -108,6 +108,8 @@ def measure_way(params: Dict[str, Any], device: str, batch: int, seq_len: int, w
     torch.set_num_threads(threads)
     dev = torch.device(device)
     if dev.type == "cuda":
+        if dev.index is None:      # "cuda" as the trial passes it: the one GPU this process sees first
+            dev = torch.device("cuda", 0)
         torch.cuda.set_device(dev)
         torch.cuda.init()          # the context, outside the peaks (it is not the allocator's)
     else:
