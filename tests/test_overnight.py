@@ -158,6 +158,23 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _group_left(groups, grace_s: float):
+    """Processes still in these process groups after `grace_s`: raylets and workers take a few
+    seconds to exit after `ray start --block` itself has; what is left then is killed and named."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = [p.pid for p in psutil.process_iter() if _group_of(p.pid) in groups]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for group in groups if left else ():
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
 def _group_of(pid: int):
     try:
         return os.getpgid(pid)
@@ -199,7 +216,7 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
             if node is not None:
                 _stop(node)
         groups = {node.pid for node in (slow, head) if node is not None}      # each `ray start` its own session
-        left = [p.pid for p in psutil.process_iter() if _group_of(p.pid) in groups]
+        left = _group_left(groups, grace_s=30)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert not left, f"processes of the test's Ray cluster left behind: {left}"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
