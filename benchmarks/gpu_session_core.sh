@@ -27,14 +27,6 @@ limit() {   # seconds for the next step: its own cap, or what is left before the
   echo "$cap"
 }
 newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
-leftovers() {   # step 6: what a sweep may have left behind
-  echo "-- leftovers after $1 ($(($(date +%s) - START)) s):"
-  ps -eo pid,ppid,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep \
-    && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
-  local gpu
-  gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
-  [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
-}
 summary() {   # the figures that matter from one run folder
   python3 - "$1" <<'PY'
 import sys

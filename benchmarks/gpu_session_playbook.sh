@@ -19,14 +19,6 @@ common=(wandb.enabled=false report.enabled=false results_dir=$RES)
 SIZES=${PLAYBOOK_SIZES:-0.5,8,64,512}     # PLAYBOOK_SIZES=0.5,8: a short try-out
 
 newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
-leftovers() {
-  echo "-- leftovers after $1 ($(($(date +%s) - START)) s):"
-  ps -eo pid,ppid,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep \
-    && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
-  local gpu
-  gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
-  [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
-}
 run_sweep() {   # name cap args...
   local name=$1 cap=$2; shift 2
   echo; echo "== $name: python3 -m sweeper $* (timeout ${cap}s)"
