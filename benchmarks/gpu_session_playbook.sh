@@ -5,10 +5,11 @@
 #      for the allocator warm-up, its cold and warm ways each in a fresh process); the figures
 #      of each trial are printed, a few to a line
 #   2. the copy microbenchmark against a plain torch copy loop on the same host, pinned and
-#      pageable at 0.5 / 8 / 64 / 512 MB: a plain loop (benchmarks/plain_copy.py), the sweeper sweep (executor=local, so
-#      the 8 trials share one CUDA start), the plain loop again; each sweeper GB/s against the
-#      mean of the two plain runs must be within 5% (REFERENCE-NUMBERS.md: 54.3 GB/s pinned,
-#      6.1 GB/s pageable at 512 MB)
+#      pageable at 0.5 / 8 / 64 / 512 MB, both moving 64 MB per timing (128 copies of 0.5 MB back
+#      to back): plain loop (benchmarks/plain_copy.py) and sweeper sweep (executor=local, so the
+#      8 trials share one CUDA start) interleaved, COPY_ROUNDS sweeps between plain runs; the
+#      median of the sweeper's trials against the median of the plain runs, per size and kind,
+#      must be within 5% (REFERENCE-NUMBERS.md: 54.3 GB/s pinned, 6.1 GB/s pageable at 512 MB)
 #   3. no Ray, zygote or GPU process may be left behind
 # Run from the project root with .whl carried (../shared/gpu-host/wheelhouse.sh); about 2-3
 # minutes, each step under `timeout`. Logs and summaries land under $OUT; the table is printed last.
@@ -17,6 +18,7 @@ START=$(date +%s)
 RES=/tmp/results
 common=(wandb.enabled=false report.enabled=false results_dir=$RES)
 SIZES=${PLAYBOOK_SIZES:-0.5,8,64,512}     # PLAYBOOK_SIZES=0.5,8: a short try-out
+COPY_ROUNDS=${COPY_ROUNDS:-2}             # sweeps of the copy sizes, each between two plain runs
 
 newest() { ls -1d "$RES/$1"/*/ 2>/dev/null | sort | tail -1; }
 run_sweep() {   # name cap args...
@@ -38,21 +40,23 @@ run_sweep() {   # name cap args...
   [ -n "$PB" ] && cp "$PB/summary.csv" "$OUT/playbook-summary.csv"
   leftovers "1. playbook"
 
-  echo; echo "== 2. copy: plain torch, sweeper, plain torch"
-  timeout 60 python3 benchmarks/plain_copy.py "$SIZES" "$OUT/plain-before.json"   # a file: timeout cannot run a shell function
-  run_sweep "2. h2d_copy sizes" 90 workload=h2d_copy "workload.params.size_mb=$SIZES" workload.params.pinned=true,false \
-      workload.params.compare=false workload.params.overlap=false executor=local "${common[@]}"
-  CP=$(newest single); echo "run folder: $CP"
-  [ -n "$CP" ] && cp "$CP/summary.csv" "$OUT/copy-summary.csv"
-  timeout 60 python3 benchmarks/plain_copy.py "$SIZES" "$OUT/plain-after.json"
+  echo; echo "== 2. copy: plain torch and sweeper, interleaved ($COPY_ROUNDS sweeps between $((COPY_ROUNDS + 1)) plain runs)"
+  for r in $(seq 0 "$COPY_ROUNDS"); do
+    timeout 60 python3 benchmarks/plain_copy.py "$SIZES" "$OUT/plain-$r.json"   # a file: timeout cannot run a shell function
+    ((r == COPY_ROUNDS)) && break
+    run_sweep "2. h2d_copy sizes, round $r" 90 workload=h2d_copy "workload.params.size_mb=$SIZES" \
+        workload.params.pinned=true,false workload.params.compare=false workload.params.overlap=false executor=local "${common[@]}"
+    CP=$(newest single); echo "run folder: $CP"
+    [ -n "$CP" ] && cp "$CP/summary.csv" "$OUT/copy-summary-$r.csv"
+  done
   leftovers "2. copy"
 
   echo; echo "== figures ($(($(date +%s) - START)) s in all)"
-  python3 - "$PB" "$CP" "$OUT" <<'PY'
-import json, math, sys
+  python3 - "$PB" "$OUT" <<'PY'
+import json, math, statistics, sys
 from pathlib import Path
 import pandas as pd
-playbook, copies, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+playbook, out = sys.argv[1], Path(sys.argv[2])
 SKIP = {"trial_id", "cell_id", "overrides", "host", "pid", "repeat", "num_cpus", "num_gpus", "threads", "is_baseline"}
 if playbook:
     s = pd.read_csv(playbook.rstrip("/") + "/summary.csv")
@@ -74,18 +78,23 @@ if playbook:
                 print(f"    {name:26} {a[f'{name}_cold']:>42,.0f}  {a[f'{name}_warm']:>8,.0f}")
     print()
 print("reference (one H200, plain script): 54.3 GB/s pinned, 6.1 GB/s pageable at 512 MB")
-plain = [json.loads((out / f).read_text()) for f in ("plain-before.json", "plain-after.json") if (out / f).exists()]
-if copies and plain:
-    s = pd.read_csv(copies.rstrip("/") + "/summary.csv")
-    print(f"{'size MB':>8} {'memory':9} {'sweeper GB/s':>12} {'plain GB/s':>10} {'ratio':>6}  within 5%  plain before/after")
+plain = [json.loads(p.read_text()) for p in sorted(out.glob("plain-*.json"))]
+sweeps = [pd.read_csv(p) for p in sorted(out.glob("copy-summary-*.csv"))]
+if sweeps and plain:
+    # each memory kind and size: the median of the sweeper's trials against the median of the plain runs
+    rows = pd.concat(sweeps)
+    rows["key"] = [f"{float(z):g}/{'pinned' if p else 'pageable'}" for z, p in
+                   zip(rows["workload.params.size_mb"], rows["workload.params.pinned"])]
+    print(f"{'size/memory':>14} {'sweeper GB/s':>12} {'plain GB/s':>10} {'ratio':>6}  within 5%  sweeper runs | plain runs")
     worst = 0.0
-    for _, row in s.sort_values(["workload.params.size_mb", "workload.params.pinned"]).iterrows():
-        key = f"{float(row['workload.params.size_mb']):g}/{'pinned' if row['workload.params.pinned'] else 'pageable'}"
-        ref = sum(p[key] for p in plain) / len(plain)
-        ratio = row["copy_gbps"] / ref if row["status"] == "ok" else math.nan
+    for key, g in sorted(rows.groupby("key"), key=lambda kv: (float(kv[0].split('/')[0]), kv[0])):
+        ok = g[g["status"] == "ok"]["copy_gbps"].tolist()
+        ref = [p[key] for p in plain if key in p]
+        ratio = statistics.median(ok) / statistics.median(ref) if ok and ref else math.nan
         worst = max(worst, abs(ratio - 1)) if not math.isnan(ratio) else math.inf
-        print(f"{row['workload.params.size_mb']:>8g} {key.split('/')[1]:9} {row['copy_gbps']:>12.1f} {ref:>10.1f} "
-              f"{ratio:>6.3f}  {('yes' if abs(ratio - 1) <= 0.05 else 'NO'):9}  " + " / ".join(f"{p[key]:.1f}" for p in plain))
+        print(f"{key:>14} {statistics.median(ok) if ok else math.nan:>12.1f} {statistics.median(ref):>10.1f} {ratio:>6.3f}  "
+              f"{('yes' if abs(ratio - 1) <= 0.05 else 'NO'):9}  " + " ".join(f"{v:.1f}" for v in ok)
+              + " | " + " ".join(f"{v:.1f}" for v in ref))
     print(f"copy microbenchmark vs plain torch loop: worst difference {worst * 100:.1f}% "
           f"({'PASS' if worst <= 0.05 else 'FAIL'}: must be within 5%)")
 PY

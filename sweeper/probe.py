@@ -32,8 +32,8 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from sweeper.measure.profiles import Profile
-from sweeper.measure.rules import (GrowthRule, SettleRule, growth_warning, is_growing, linear_growth,
-                                   phases_fit, settle_verdict)
+from sweeper.measure.rules import (GrowthRule, SettleRule, counted_seconds, cycle_seconds, growth_warning,
+                                   is_growing, linear_growth, phases_fit, settle_verdict)
 from sweeper.measure.sampler import Sampler, aligned_columns
 from sweeper.measure.timers import Clock, HostTimer
 
@@ -69,6 +69,9 @@ class Probe:
         self.figures: Dict[str, Any] = {}      # trial-level: time to first batch, threads, ...
         self.out_dir: Optional[Path] = None    # the trial folder's scratch: files written here come back with it
         self.warnings: List[str] = []
+        # False: what the workload does between steps is its own preparation (dataset_access draws
+        # its positions there), not the cost under test, so items_per_s counts step time only
+        self.count_between_steps = True
         self._rows: List[Dict[str, Any]] = []
         self._pending: Deque[_Pending] = collections.deque()
         self._memory: Dict[int, Dict[str, float]] = {}   # readings taken in the step, by step
@@ -299,6 +302,10 @@ class Probe:
         """Every step so far (reads back any pending timings), with memory and sampler columns."""
         self._resolve(keep=0)
         rows = [dict(r) for r in self._rows]
+        cycles = cycle_seconds([r.get("t_start_s") for r in rows], [r["step_s"] for r in rows],
+                               self.count_between_steps)
+        for row, cycle in zip(rows, cycles):
+            row["cycle_s"] = cycle
         readings = self._memory_readings()
         for row in rows:
             row.update(readings.get(row["step"], {}))
@@ -327,8 +334,9 @@ class Probe:
         step_s = np.array([r["step_s"] for r in rows])
         out.update(_spread("step", step_s))
         items = [r["items"] for r in rows if r.get("items") is not None]
-        if len(items) == len(rows) and step_s.sum() > 0:
-            out["items_per_s"] = float(np.sum(items) / step_s.sum())
+        counted = counted_seconds(step_s, [r.get("cycle_s") for r in rows])
+        if len(items) == len(rows) and counted.sum() > 0:
+            out["items_per_s"] = float(np.sum(items) / counted.sum())
         for key in sorted({k for r in rows for k in r if k.startswith("phase_") and k.endswith("_s")}):
             values = np.array([r.get(key, 0.0) for r in rows])
             out.update(_spread(key[:-2], values))

@@ -236,6 +236,22 @@ def test_cell_table_from_steps_leaves_out_warmup():
     assert c0["num_cpus"] == 1.0 and c1["num_cpus"] == 2.0
 
 
+def test_items_per_s_counts_each_steps_cycle_where_the_probe_recorded_one():
+    summary = _summary({"c0": [0.01, 0.01, 0.01], "c1": [0.01]})
+    steps = _steps(summary["trial_id"])
+    steps["cycle_s"] = steps["step_s"] + 0.002            # 2 ms between steps
+    steps.loc[steps["trial_id"] == "c0-1", "cycle_s"] = np.nan    # an older trial: its steps' own time
+    table = cells.cell_table(summary, steps, n_resamples=200).set_index("cell_id")
+    measured = steps[~steps["warmup"]]
+    rate = {t: 32 * len(g) / g["cycle_s"].fillna(g["step_s"]).sum() for t, g in measured.groupby("trial_id")}
+    assert table.loc["c0", "items_per_s"] == pytest.approx(np.median([rate["c0-0"], rate["c0-1"], rate["c0-2"]]))
+    assert table.loc["c0", "items_per_s_low"] <= table.loc["c0", "items_per_s"] <= table.loc["c0", "items_per_s_high"]
+    assert table.loc["c1", "items_per_s"] == pytest.approx(rate["c1-0"])          # one repeat: over its steps
+    assert table.loc["c1", "items_per_s_high"] < 32 * 40 / measured.loc[measured["trial_id"] == "c1-0", "step_s"].sum()
+    repeats = cells.repeat_table(summary, steps).set_index("trial_id")
+    assert repeats.loc["c0-0", "items_per_s"] == pytest.approx(rate["c0-0"])
+
+
 def test_repeat_table_prefers_steps_over_the_summary():
     summary = _summary({"c0": [0.5, 0.5]})
     table = cells.repeat_table(summary, _steps(["c0-0"]))

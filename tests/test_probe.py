@@ -16,7 +16,8 @@ import pytest
 from sweeper.errors import ConfigError
 from sweeper.fingerprint import differences, gpu_fields, mismatches
 from sweeper.measure.profiles import NsysProfile, Profile, PySpyProfile, TorchProfile, find_pyspy, make_profile
-from sweeper.measure.rules import GrowthRule, SettleRule, is_growing, linear_growth, phases_fit, settle_verdict
+from sweeper.measure.rules import (GrowthRule, SettleRule, cycle_seconds, is_growing, linear_growth, phases_fit,
+                                   settle_verdict)
 from sweeper.measure.sampler import ProcessTree, Sampler, align
 from sweeper.probe import PHASES, Probe
 from sweeper.schema import ProbeConfig, trial_config_from_dict
@@ -183,6 +184,46 @@ def test_data_wait_share_is_over_measured_steps():
     assert summary["data_wait_share"] == pytest.approx(0.25)
     for key in ("p50_s", "p95_s", "mean_s", "std_s", "cv"):
         assert f"phase_data_wait_{key}" in summary and f"phase_forward_{key}" in summary
+
+
+def prefetching_loop(probe, clock, steps=6, wait_ms=4.0, gap_ms=1.0):
+    """A loader that works in the background: each step waits wait_ms, and gap_ms pass between
+    steps (bookkeeping) while the loader keeps going, as a loop timed by the wall clock sees it."""
+    while probe.more(steps):
+        with probe.step(items=8):
+            with probe.phase("data_wait"):
+                clock.advance(wait_ms)
+        clock.advance(gap_ms)
+    probe.stop()
+
+
+def test_items_per_s_counts_the_time_between_steps_as_a_wall_clock_loop_does():
+    clock = FakeClock()
+    probe = Probe(warmup_steps=1, clock=clock)
+    prefetching_loop(probe, clock)
+    rows = probe.rows
+    assert [r["cycle_s"] for r in rows[:-1]] == pytest.approx([0.005] * 6)   # the warm-up step too
+    assert rows[-1]["cycle_s"] == pytest.approx(rows[-1]["step_s"])   # no next start: its own time
+    # 6 measured steps: 5 cycles of 5 ms and a last step of 4 ms (not 8 * 6 / 0.024, the steps alone)
+    assert probe.summary()["items_per_s"] == pytest.approx(8 * 6 / 0.029)
+
+
+def test_a_workload_can_leave_its_between_step_work_out_of_items_per_s():
+    clock = FakeClock()
+    probe = Probe(warmup_steps=1, clock=clock)
+    probe.count_between_steps = False
+    prefetching_loop(probe, clock)
+    assert probe.summary()["items_per_s"] == pytest.approx(8 * 6 / 0.024)
+
+
+@pytest.mark.parametrize("starts, steps, counted, expected", [
+    ([0.0, 0.5, 1.0], [0.4, 0.4, 0.4], True, [0.5, 0.5, 0.4]),
+    ([0.0, None, 1.0], [0.4, 0.4, 0.4], True, [0.4, 0.4, 0.4]),      # an aborted step: no timeline
+    ([0.0, 0.3], [0.4, 0.4], True, [0.4, 0.4]),                      # never below the step's own time
+    ([0.0, 0.5, 1.0], [0.4, 0.4, 0.4], False, [0.4, 0.4, 0.4]),
+])
+def test_cycle_seconds(starts, steps, counted, expected):
+    assert cycle_seconds(starts, steps, counted) == pytest.approx(expected)
 
 
 # -- warm-up and the settle rule --------------------------------------------------------------

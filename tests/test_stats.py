@@ -380,11 +380,3 @@ def test_throughput_ratio_ci():
     assert back == pytest.approx(1 / ratio)
     assert all(math.isnan(v) for v in stats.throughput_ratio_ci([0.1], 1, [0.1], 1)[1:])
 
-
-def test_hierarchical_throughput_ci():
-    steps = _simulate_steps(np.random.default_rng(12), (5,))
-    point, low, high = stats.hierarchical_throughput_ci(list(steps), [32] * 5, n_resamples=1000, seed=0)
-    assert point == pytest.approx(32 * steps.size / steps.sum())
-    assert low < point < high
-    one = stats.hierarchical_throughput_ci([steps[0]], [32])
-    assert one[0] == pytest.approx(32 * 100 / steps[0].sum()) and math.isnan(one[1])

@@ -29,6 +29,7 @@ from sweeper.analysis import overlap, stats
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.text import cell_label, same_value, short_keys
 from sweeper.schema import AnalysisConfig
+from sweeper.measure.rules import counted_seconds
 
 BASELINE = "baseline"
 FAILED = "failed"
@@ -317,14 +318,21 @@ def repeat_table(summary: pd.DataFrame, steps: pd.DataFrame, figures: Sequence[s
     return pd.DataFrame(rows, columns=list(dict.fromkeys(columns)))
 
 
+def _counted(steps: pd.DataFrame) -> np.ndarray:
+    """The seconds a trial's items/s counts: its steps' cycles (docs/measurement.md)."""
+    return counted_seconds(steps["step_s"].to_numpy(float),
+                           steps["cycle_s"].to_numpy(float) if "cycle_s" in steps.columns else None)
+
+
 def _repeat_figures(row: Dict[str, Any], steps: Optional[pd.DataFrame]) -> Dict[str, float]:
     if steps is None or steps.empty:
         return {"p50": _float(row.get("step_p50_s")), "p95": _float(row.get("step_p95_s")),
                 "mean": _float(row.get("step_mean_s")), "items_per_s": _float(row.get("items_per_s")),
                 "steps": _float(row.get("steps"))}
     seconds = steps["step_s"].to_numpy(dtype=float)
+    counted = _counted(steps)
     items = steps["items"].to_numpy(dtype=float) if "items" in steps.columns else np.full(seconds.size, np.nan)
-    rate = float(np.sum(items) / np.sum(seconds)) if not np.isnan(items).any() and seconds.sum() > 0 else math.nan
+    rate = float(np.sum(items) / np.sum(counted)) if not np.isnan(items).any() and counted.sum() > 0 else math.nan
     return {"p50": stats.percentile(seconds, 50), "p95": stats.percentile(seconds, 95),
             "mean": float(np.mean(seconds)), "items_per_s": rate, "steps": float(seconds.size)}
 
@@ -395,11 +403,12 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
         out["ci_over"] = "none"
         return out
     seconds = [g["step_s"].to_numpy(float) for g in groups]
+    counted = [_counted(g) for g in groups]
     items = [g["items"].to_numpy(float) if "items" in g else np.full(len(g), np.nan) for g in groups]
     if len(groups) >= 2:
-        cis = stats.cell_cis(seconds, items, n_resamples=n_resamples, seed=seed)
+        cis = stats.cell_cis(seconds, items, n_resamples=n_resamples, seed=seed, repeat_counted=counted)
     else:
-        cis = _one_repeat_cis(seconds[0], items[0], n_resamples, seed)
+        cis = _one_repeat_cis(seconds[0], items[0], counted[0], n_resamples, seed)
     for name, (point, low, high) in cis.items():
         if name in stats.POOLED_FIGURES:
             out[name] = point
@@ -408,13 +417,14 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
     return out
 
 
-def _one_repeat_cis(seconds: np.ndarray, items: np.ndarray, n_resamples: int, seed: int) -> Dict[str, tuple]:
+def _one_repeat_cis(seconds: np.ndarray, items: np.ndarray, counted: np.ndarray, n_resamples: int,
+                    seed: int) -> Dict[str, tuple]:
     """One process: intervals over its steps only (too narrow to compare cells with)."""
     out = {}
     for name in CELL_STATISTICS:
         point = _point(seconds, name)
         out[name] = (point, *stats.bootstrap_ci(seconds, name, n_resamples=n_resamples, seed=seed))
-    out["items_per_s"] = stats.throughput_ci(seconds, items, n_resamples=n_resamples, seed=seed)
+    out["items_per_s"] = stats.throughput_ci(counted, items, n_resamples=n_resamples, seed=seed)
     return out
 
 

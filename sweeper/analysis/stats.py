@@ -310,31 +310,6 @@ def hierarchical_cis(repeats: Sequence[Sequence[float]], statistics: Sequence[St
     return {name: (points[name], *_percentile_interval(np.concatenate(d), confidence)) for name, d in draws.items()}
 
 
-def hierarchical_throughput_ci(repeat_seconds: Sequence[Sequence[float]],
-                               repeat_items: Sequence[Sequence[float]], confidence: float = 0.95,
-                               n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Items/s (total items / total time) over repeats of (seconds, items) steps, with a
-    two-level bootstrap interval; nan bounds below 2 repeats (use `throughput_ci` there)."""
-    pairs = []
-    for seconds, items in zip(repeat_seconds, repeat_items):
-        s = np.asarray(seconds, dtype=float).ravel()
-        i = np.broadcast_to(np.asarray(items, dtype=float), s.shape)
-        keep = ~(np.isnan(s) | np.isnan(i))
-        if keep.any():
-            pairs.append((s[keep], i[keep]))
-    if not pairs:
-        return math.nan, math.nan, math.nan
-    seconds = np.concatenate([p[0] for p in pairs])
-    items = np.concatenate([p[1] for p in pairs])
-    point = float(items.sum() / seconds.sum())
-    if len(pairs) < 2:
-        return point, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    draws = np.concatenate([items[idx].sum(axis=-1) / seconds[idx].sum(axis=-1)
-                            for idx, _ in _hierarchical_indices(rng, [p[0].size for p in pairs], n_resamples)])
-    return (point, *_percentile_interval(draws, confidence))
-
-
 # A cell's figures: per-repeat ones (the median over repeats of each repeat's figure: what
 # the verdicts compare) and pooled ones (the spread of all its measured steps).
 REPEAT_FIGURES = {"p50": _p50, "p95": _p95, "items_per_s": _items_per_second}
@@ -346,8 +321,8 @@ def _median_rows(values: np.ndarray) -> np.ndarray:
 
 
 def cell_cis(repeat_seconds: Sequence[Sequence[float]], repeat_items: Sequence[Sequence[float]],
-             confidence: float = 0.95, n_resamples: int = 2000,
-             seed: int = 0) -> Dict[str, tuple[float, float, float]]:
+             confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0,
+             repeat_counted: Optional[Sequence[Sequence[float]]] = None) -> Dict[str, tuple[float, float, float]]:
     """(point, low, high) of a cell's figures over one two-level bootstrap (repeats, then
     steps within each; one set of indices for all figures):
 
@@ -355,40 +330,43 @@ def cell_cis(repeat_seconds: Sequence[Sequence[float]], repeat_items: Sequence[S
       repeat = its items / its time), the values the verdicts compare;
     - mean, std, cv: over the cell's pooled steps.
 
-    Steps with a NaN time are dropped; items_per_s is NaN when a step has no item count.
-    Bounds are NaN below 2 repeats (a bootstrap over one process's steps hides the spread
-    between processes: use `bootstrap_ci` / `throughput_ci` there and say so)."""
+    Steps with a NaN time are dropped; items_per_s is NaN when a step has no item count. Items/s
+    counts `repeat_counted` seconds (each step's cycle, docs/measurement.md) where given, else
+    the steps' own. Bounds are NaN below 2 repeats (a bootstrap over one process's steps hides
+    the spread between processes: use `bootstrap_ci` / `throughput_ci` there and say so)."""
     parts = []
-    for seconds, items in zip(repeat_seconds, repeat_items):
+    counted_all = repeat_seconds if repeat_counted is None else repeat_counted
+    for seconds, items, counted in zip(repeat_seconds, repeat_items, counted_all):
         s = np.asarray(seconds, dtype=float).ravel()
         i = np.broadcast_to(np.asarray(items, dtype=float), s.shape)
+        c = np.asarray(counted, dtype=float).ravel()
         keep = ~np.isnan(s)
         if keep.any():
-            parts.append((s[keep], i[keep]))
+            parts.append((s[keep], i[keep], c[keep]))
     names = list(REPEAT_FIGURES) + list(POOLED_FIGURES)
     if not parts:
         return {name: (math.nan, math.nan, math.nan) for name in names}
-    seconds = np.concatenate([p[0] for p in parts])
-    items = np.concatenate([p[1] for p in parts])
+    seconds, items, counted = (np.concatenate([p[k] for p in parts]) for k in range(3))
     sizes = [p[0].size for p in parts]
     full = (np.arange(seconds.size)[None, :], sizes if len(set(sizes)) > 1 else len(sizes))
-    points = _cell_draws(seconds, items, *full)
+    points = _cell_draws(seconds, items, counted, *full)
     points = {name: float(v[0]) for name, v in points.items()}
     if len(parts) < 2:
         return {name: (points[name], math.nan, math.nan) for name in names}
     draws: Dict[str, list] = {name: [] for name in names}
     for idx, blocks in _hierarchical_indices(np.random.default_rng(seed), sizes, n_resamples):
-        for name, values in _cell_draws(seconds, items, idx, blocks).items():
+        for name, values in _cell_draws(seconds, items, counted, idx, blocks).items():
             draws[name].append(values)
     return {name: (points[name], *_percentile_interval(np.concatenate(draws[name]), confidence))
             for name in names}
 
 
-def _cell_draws(seconds: np.ndarray, items: np.ndarray, idx: np.ndarray, blocks) -> Dict[str, np.ndarray]:
+def _cell_draws(seconds: np.ndarray, items: np.ndarray, counted: np.ndarray, idx: np.ndarray,
+                blocks) -> Dict[str, np.ndarray]:
     s, i = seconds[idx], items[idx]
     out = {"p50": _median_rows(_per_repeat(_p50, blocks, s)),
            "p95": _median_rows(_per_repeat(_p95, blocks, s)),
-           "items_per_s": _median_rows(_per_repeat(_items_per_second, blocks, i, s))}
+           "items_per_s": _median_rows(_per_repeat(_items_per_second, blocks, i, counted[idx]))}
     out.update({name: _STATISTICS[name](s, axis=-1) for name in POOLED_FIGURES})
     return out
 

@@ -93,3 +93,28 @@ def growth_warning(what: str, growth: Growth) -> str:
     return (f"{what} grew steadily: {growth.mb_per_100_steps:+.1f} MB per 100 steps "
             f"(R^2 {growth.r2:.2f} over {growth.readings} readings, steps {growth.first_step}-"
             f"{growth.last_step}); look for a leak or copy-on-read growth in the dataset")
+
+
+def cycle_seconds(t_start_s: Sequence[Optional[float]], step_s: Sequence[float],
+                  count_between_steps: bool = True) -> list:
+    """Each step's cycle: from its start to the next step's start, so the time between steps
+    (the probe's bookkeeping, the workload's own) is counted; a prefetching loader keeps
+    working then, and a loop timed by the wall clock counts it too. Its own time where the
+    gap is unknown (the last step, an aborted neighbour) or is not to be counted."""
+    out = []
+    for i, seconds in enumerate(step_s):
+        start = t_start_s[i]
+        nxt = t_start_s[i + 1] if i + 1 < len(t_start_s) else None
+        known = count_between_steps and start is not None and nxt is not None
+        out.append(max(float(seconds), float(nxt) - float(start)) if known else float(seconds))
+    return out
+
+
+def counted_seconds(step_s: Sequence[float], cycle_s: Optional[Sequence[Optional[float]]] = None) -> np.ndarray:
+    """The seconds a step's items are counted over (items_per_s = items / their sum): its cycle
+    where the probe recorded one, else its own time (results written before cycles were)."""
+    steps = np.asarray(step_s, dtype=float)
+    if cycle_s is None:
+        return steps
+    cycles = np.array([np.nan if c is None else c for c in cycle_s], dtype=float)
+    return np.where(np.isnan(cycles), steps, cycles)

@@ -67,6 +67,7 @@ def run(cfg, probe) -> Dict[str, Any]:
         installed.append("datasets")
     backends = [params.backend] + (installed if params.compare else [])
     readers = columns(values, backends)
+    probe.count_between_steps = False     # drawing positions between steps is preparation, not access time
     read = readers[params.backend]
     while probe.more(cfg.workload.steps):
         positions = rng.integers(0, params.rows, size=params.accesses).tolist()

@@ -2,9 +2,11 @@
 non_blocking copy hides behind a running matmul.
 
 Each step copies `size_mb` MB from host memory (pinned or pageable) into a tensor on
-the device, timed by the probe (CUDA events on a GPU). Trial figures:
+the device, `copies` times back to back, timed by the probe (CUDA events on a GPU). Small
+copies come many to a step, as a loop of copies runs them: one copy of 0.5 MB lasts about as
+long as launching it, so a copy timed alone measures the launch. Trial figures:
 
-    copy_gbps        MB per copy / the median time of its h2d phase (the headline)
+    copy_gbps        MB per step / the median time of its h2d phase (the headline)
     pinned_gbps, pageable_gbps, pinned_speedup   with compare=true (the other kind, 10 copies)
     overlap_share    with overlap=true: the share of the copy's time that hid behind a matmul
                      running at the same time ((copy + matmul - both) / copy, in [0, 1])
@@ -25,9 +27,10 @@ from typing import Any, Callable, Dict
 import torch
 
 from sweeper.spec import typed_params
-from workloads.playbook.specs import H2D_COPY as SPEC, CopyParams, by_device
+from workloads.playbook.specs import AUTO, H2D_COPY as SPEC, CopyParams, by_device
 
-SIDE_COPIES = 10        # copies of the other memory kind when compare=true
+SIDE_COPIES = 10        # timings of the other memory kind when compare=true
+STEP_MB = {"cuda": 64, "cpu": 8}   # copies: auto moves this much a step
 OVERLAP_REPEATS = 3     # the overlap is the median of this many tries
 
 
@@ -53,11 +56,17 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, repeats: int) ->
     return statistics.median(times)
 
 
+def copies_per_step(params: CopyParams, size_mb: float, device: torch.device) -> int:
+    if params.copies != AUTO:
+        return int(params.copies)
+    return max(1, math.ceil(STEP_MB.get(device.type, STEP_MB["cpu"]) / size_mb))
+
+
 def copy_p50_s(probe) -> float:
-    """The median of the measured copies' own phase: event, copy, event, as a plain loop
-    times it (the step adds the probe's own marks around it, microseconds at 0.5 MB)."""
-    copies = [r["phase_h2d_s"] for r in probe.measured()]
-    return statistics.median(copies) if copies else math.nan
+    """The median of the measured steps' own h2d phase: event, copies, event, as a plain loop
+    times it (the step adds the probe's own marks around it, microseconds)."""
+    phases = [r["phase_h2d_s"] for r in probe.measured()]
+    return statistics.median(phases) if phases else math.nan
 
 
 def run(cfg, probe) -> Dict[str, Any]:
@@ -70,29 +79,34 @@ def run(cfg, probe) -> Dict[str, Any]:
         probe.warn("h2d_copy: no CUDA device, so this measured a host memcpy (torch copy_ into another host "
                    "tensor), not a host-to-device copy; pinned memory does not exist without CUDA")
     pinned = params.pinned and on_gpu
+    copies = copies_per_step(params, size_mb, device)
     src, dst = host_buffer(nbytes, pinned), torch.empty(nbytes, dtype=torch.uint8, device=device)
     while probe.more(cfg.workload.steps):
-        with probe.step(items=size_mb):
+        with probe.step(items=size_mb * copies):
             with probe.phase("h2d"):
-                dst.copy_(src, non_blocking=pinned)
-    copy_gbps = nbytes / copy_p50_s(probe) / 1e9
-    out = {"copy_gbps": copy_gbps, "size_mb": size_mb, "pinned_effective": pinned,
+                for _ in range(copies):
+                    dst.copy_(src, non_blocking=pinned)
+    copy_gbps = copies * nbytes / copy_p50_s(probe) / 1e9
+    out = {"copy_gbps": copy_gbps, "size_mb": size_mb, "copies_per_step": copies, "pinned_effective": pinned,
            "copy_kind": "host_to_device" if on_gpu else "host_to_host", "device": str(device)}
     if params.compare:
-        out.update(compare_kinds(copy_gbps, pinned, params.pinned, nbytes, dst, device))
+        out.update(compare_kinds(copy_gbps, pinned, params.pinned, nbytes, copies, dst, device))
     if params.overlap:
         out.update(overlap(src, dst, device, pinned))
     return out
 
 
-def compare_kinds(copy_gbps: float, pinned: bool, wanted_pinned: bool, nbytes: int, dst: torch.Tensor,
-                  device: torch.device) -> Dict[str, float]:
-    """The other memory kind at the same size: pinned_gbps, pageable_gbps and their ratio."""
+def compare_kinds(copy_gbps: float, pinned: bool, wanted_pinned: bool, nbytes: int, copies: int,
+                  dst: torch.Tensor, device: torch.device) -> Dict[str, float]:
+    """The other memory kind at the same size and copies: pinned_gbps, pageable_gbps and their ratio."""
     other_pinned = (not wanted_pinned) and device.type == "cuda"
     other = host_buffer(nbytes, other_pinned)
-    dst.copy_(other, non_blocking=other_pinned)     # warm
-    seconds = median_seconds(lambda: dst.copy_(other, non_blocking=other_pinned), device, SIDE_COPIES)
-    other_gbps = nbytes / seconds / 1e9
+
+    def copy_all():
+        for _ in range(copies):
+            dst.copy_(other, non_blocking=other_pinned)
+    copy_all()     # warm
+    other_gbps = copies * nbytes / median_seconds(copy_all, device, SIDE_COPIES) / 1e9
     pinned_gbps, pageable_gbps = (copy_gbps, other_gbps) if wanted_pinned else (other_gbps, copy_gbps)
     return {"pinned_gbps": pinned_gbps, "pageable_gbps": pageable_gbps, "pinned_speedup": pinned_gbps / pageable_gbps}
 

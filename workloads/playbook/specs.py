@@ -57,12 +57,16 @@ def by_device(value: Any, device: str, gpu: Any, cpu: Any) -> Any:
 @dataclass
 class CopyParams:
     size_mb: Any = AUTO       # MB (1e6 bytes) per copy; auto: 512 on a GPU, 8 on a CPU
+    copies: Any = AUTO        # copies back to back per step; auto: enough to move 64 MB (8 on a CPU)
     pinned: bool = True       # page-locked source memory (CUDA only: a CPU has no pinned allocator)
     compare: bool = True      # also time the other memory kind: pinned_gbps, pageable_gbps, pinned_speedup
     overlap: bool = True      # a non_blocking copy against a running matmul: overlap_share
 
     def check(self) -> None:
         positive_or_auto(self.size_mb, "size_mb")
+        need(self.copies == AUTO or (isinstance(self.copies, int) and not isinstance(self.copies, bool)
+                                     and 0 < self.copies <= 4096),
+             "copies", f"must be 'auto' or a whole number from 1 to 4096, got {self.copies!r}")
         need(self.size_mb == AUTO or self.size_mb <= 16384, "size_mb", "must be at most 16384 (16 GB)")
         for key in ("pinned", "compare", "overlap"):
             need(isinstance(getattr(self, key), bool), key, f"must be true or false, got {getattr(self, key)!r}")
