@@ -26,7 +26,8 @@ def derive_night(real: Path, out: Path, night: int, scale: float, rng: np.random
     for trial in sorted((out / "trials").iterdir()):
         factor = scale * (1.0 + rng.normal(0.0, noise))
         steps = pd.read_parquet(trial / "steps.parquet")
-        steps["step_s"] = steps["step_s"] * factor
+        for column in [c for c in ("step_s", "cycle_s") if c in steps.columns]:   # cycle_s: what items/s counts
+            steps[column] = steps[column] * factor
         steps.to_parquet(trial / "steps.parquet", index=False)
         record = json.loads((trial / "trial.json").read_text())
         record["run_id"] = run_id

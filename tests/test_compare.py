@@ -20,7 +20,7 @@ def _scaled_copy(src: Path, dst: Path, factor: float) -> Path:
     shutil.copytree(src, dst)
     for path in (dst / "trials").glob("*/steps.parquet"):
         steps = pd.read_parquet(path)
-        for column in [c for c in steps.columns if c.endswith("step_s") or c.startswith("phase_")]:
+        for column in [c for c in steps.columns if c.endswith(("step_s", "cycle_s")) or c.startswith("phase_")]:
             steps[column] = steps[column] * factor
         steps.to_parquet(path, index=False)
     summary = pd.read_parquet(dst / "summary.parquet")
