@@ -34,7 +34,7 @@ def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hist")
     result = run_sweeper(GRID, tmp)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "history: appended to" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("history: appended to"), result.stdout[-2000:]   # last, after the tables
     return tmp / "results" / "single" / "night00", tmp / "results" / "history"
 
 
@@ -312,3 +312,20 @@ def test_morning_report_of_a_night_folder_lists_outliers_and_what_was_skipped(sh
     assert "trial 727761531157-9 +workload.params.sleep_s=0.001" in skipped
     assert "train_step" in skipped and "the budget ran out first" in skipped
     assert page.index("Regressions (4)") < page.index("Outlier GPUs") < page.index("Trends per cell")
+
+
+def test_the_terminal_ends_with_the_store_and_a_regression_line_per_alert(tmp_path):
+    from sweeper.history.detect import Alert
+    from sweeper.publishers.terminal import history_lines
+
+    alert = Alert(machine="h", sweep="dataloader", cell_id="c1", cell="num_workers=4", metric="throughput",
+                  run_id="night03", date="2026-12-01", value=80.0, baseline_run="night02", baseline_value=100.0,
+                  ratio=1.25, p_value=0.01, verdict="slower", since="night03", evidence="significant")
+    on, off = {"history": {"enabled": True}}, {"history": {"enabled": False}}
+    assert history_lines(tmp_path, on) == []                                   # nothing appended: no line
+    payload = {"store": "/s", "alerts": [alert.to_dict()], "notes": []}        # as written before "lines" was
+    (tmp_path / history_sink.ALERTS_FILE).write_text(json.dumps(payload))
+    lines = history_lines(tmp_path, on)
+    assert lines[0] == "history: appended to /s"
+    assert lines[1:] == [f"  REGRESSION {alert.line()}"] and "1.25x worse than night02" in lines[1]
+    assert history_lines(tmp_path, off) == []                                  # a file left by an earlier sweep

@@ -183,13 +183,11 @@ def _changes(frame: pd.DataFrame, tonight: pd.DataFrame) -> List[str]:
 
 def _run_notes(tonight: pd.DataFrame) -> List[str]:
     """The notes the sweep-end publisher left beside each run (W&B alert sent or skipped)."""
-    from sweeper.publishers.history_sink import ALERTS_FILE
+    from sweeper.publishers.history_sink import read_alerts
 
     notes = []
     for run_dir in tonight["run_dir"].drop_duplicates():
-        path = Path(run_dir) / ALERTS_FILE
-        if path.exists():
-            notes += json.loads(path.read_text()).get("notes", [])
+        notes += (read_alerts(Path(run_dir)) or {}).get("notes", [])
     return notes
 
 

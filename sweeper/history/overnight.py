@@ -11,7 +11,6 @@ folder), so the check and the sweeps read one store, whatever history.dir said.
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Dict, List
@@ -27,10 +26,9 @@ def night_runs(night: Path, manifest: Dict[str, Any]) -> List[Path]:
 
 
 def _written(run: Path) -> Dict[str, Any]:
-    from sweeper.publishers.history_sink import ALERTS_FILE
+    from sweeper.publishers.history_sink import read_alerts
 
-    path = run / ALERTS_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
+    return read_alerts(run) or {}
 
 
 def store_of(night: Path, manifest: Dict[str, Any]) -> Path:

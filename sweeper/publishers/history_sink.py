@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 log = logging.getLogger(__name__)
 ALERTS_FILE = "history_alerts.json"
@@ -30,9 +30,26 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
     found = history.alerts(store, runs={rows["run_id"].iloc[0]}, settings=history.settings_of(root),
                            machine=rows["machine"].iloc[0], sweep=rows["sweep"].iloc[0])
     notes = [wandb_alert(found, root)] if found else []
-    payload = {"store": str(store), "alerts": [a.to_dict() for a in found], "notes": [n for n in notes if n]}
+    payload = {"store": str(store), "alerts": [a.to_dict() for a in found], "lines": [a.line() for a in found],
+               "notes": [n for n in notes if n]}
     write_bytes_atomic(Path(run) / ALERTS_FILE, json.dumps(payload, indent=1, default=str).encode())
-    print(f"history: appended to {store}" + "".join(f"\n  REGRESSION {a.line()}" for a in found))
+
+
+def read_alerts(run: Path) -> Optional[Dict[str, Any]]:
+    """What the sink wrote beside the run (store, alerts, their lines, notes), or None where it
+    did not append the run (history off, no cells). The one reader of that file."""
+    path = Path(run) / ALERTS_FILE
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    payload.setdefault("alerts", [])
+    payload.setdefault("notes", [])
+    if "lines" not in payload:          # written before the lines were
+        from sweeper.history.detect import Alert
+
+        payload["lines"] = [Alert(**a).line() for a in payload["alerts"]]
+    return payload
 
 
 def wandb_alert(found: List[Any], root: Dict[str, Any]) -> str:

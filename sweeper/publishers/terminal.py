@@ -6,11 +6,12 @@
 
     verdicts against the baseline (...), noise floor, recommendation, notes
     report: <run>/report.html            (when the report was written)
+    history: appended to <store>         (history.enabled), and a REGRESSION line per alert
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 
 def end_text(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> str:
@@ -23,4 +24,16 @@ def end_text(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> str:
     report = Path(run) / "report.html"
     if enabled(root) and report.exists():
         parts.append(f"report: {report}")
+    parts.extend(history_lines(Path(run), root))
     return "\n".join(parts)
+
+
+def history_lines(run: Path, root: Dict[str, Any]) -> List[str]:
+    """Where the history sink appended the run, and its regressions (its file beside the run):
+    last, after the tables, so a regression is the last thing on the screen."""
+    from sweeper.publishers.history_sink import enabled, read_alerts
+
+    found = read_alerts(run) if enabled(root) else None
+    if found is None:
+        return []
+    return [f"history: appended to {found['store']}"] + [f"  REGRESSION {line}" for line in found["lines"]]

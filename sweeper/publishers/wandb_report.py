@@ -134,17 +134,12 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
 
 def across_nights(wr, run: Path) -> list:
     """The run's regressions against earlier nights (written by the history publisher), if any."""
-    import json
+    from sweeper.publishers.history_sink import read_alerts
 
-    from sweeper.publishers.history_sink import ALERTS_FILE
-
-    path = run / ALERTS_FILE
-    found = json.loads(path.read_text()).get("alerts", []) if path.exists() else []
+    found = (read_alerts(run) or {}).get("lines", [])
     if not found:
         return []
-    from sweeper.history.detect import Alert
-
-    lines = [f"- {Alert(**a).line()}" for a in found]
+    lines = [f"- {line}" for line in found]
     return [wr.H2(f"Regressions across nights ({len(found)})"), wr.MarkdownBlock("\n".join(lines)),
             wr.P("python -m sweeper.history trend shows each cell over nights; the morning report has the plots.")]
 
