@@ -169,7 +169,8 @@ def test_sweep_end_publishers_and_the_terminal(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(DATA / "sleepy-a", run)
     data, analysis = analyze_run(run, analysis_config({"metric": "p95"}), n_resamples=200)
-    off = {"resources": {"isolation": "pack"}, "report": {"enabled": False}, "wandb": {"enabled": False}}
+    off = {"resources": {"isolation": "pack"}, "report": {"enabled": False}, "wandb": {"enabled": False},
+           "history": {"dir": str(tmp_path / "history")}}
     publishers.on_sweep_end(run, data, analysis, off)
     assert (run / "cells.parquet").exists() and (run / "cells.csv").exists()
     assert not (run / "report.html").exists()
@@ -182,7 +183,7 @@ def test_sweep_end_publishers_and_the_terminal(tmp_path):
     assert "isolation: pack" in text and f"results: {run}" in text
     assert "verdicts against the baseline:" in text and "p95 ratio" in text.split("verdicts against")[1]
     assert "judged on: p95 step time" in text and "recommendation:" in text
-    assert text.splitlines()[-1] == f"report: {run / 'report.html'}"
+    assert text.splitlines()[-2:] == [f"report: {run / 'report.html'}", f"history: appended to {tmp_path / 'history'}"]
     assert "## " not in text                                               # not report.md read back
     assert report_sink.on_sweep_end in publishers.SWEEP_PUBLISHERS
 
