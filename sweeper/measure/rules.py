@@ -116,5 +116,5 @@ def counted_seconds(step_s: Sequence[float], cycle_s: Optional[Sequence[Optional
     steps = np.asarray(step_s, dtype=float)
     if cycle_s is None:
         return steps
-    cycles = np.array([np.nan if c is None else c for c in cycle_s], dtype=float)
+    cycles = np.array(cycle_s, dtype=float)        # None reads as NaN
     return np.where(np.isnan(cycles), steps, cycles)
