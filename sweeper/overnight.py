@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from sweeper import exitcodes
 from sweeper.results import write_bytes_atomic
+from sweeper.runfolder import drop_if_empty
 
 MANIFEST_VERSION = 1
 # Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
@@ -126,7 +127,7 @@ def run_suite(job, night: Path) -> int:
         lock = take_lock(Path(root.overnight.lock_file).expanduser(), holder_info(started))
     except LockHeld as held:
         print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
-        _drop_if_only_hydra(night)
+        drop_if_empty(night)
         return exitcodes.LOCKED
     try:
         return _night(job, night, started)
@@ -258,9 +259,3 @@ def _dry_run(job, night: Path) -> int:
     for _, out in outputs:
         print(out, end="", flush=True)
     return code
-
-
-def _drop_if_only_hydra(night: Path) -> None:
-    from sweeper.driver import _drop_if_empty
-
-    _drop_if_empty(night)

@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from sweeper.driver import Attempt
+from sweeper.sweep import Attempt
 from sweeper.isolation import TrialHost
 from sweeper.record import TrialRecord
 from sweeper.plan import ClusterShape, plan_cells
@@ -99,7 +99,7 @@ def test_the_summary_is_rewritten(tmp_path):
 
 def quiet_sweep(run, total):
     """The driver's Sweep with no trial publishers, as a unit."""
-    from sweeper.driver import Job, Sweep
+    from sweeper.sweep import Job, Sweep
     from sweeper.schema import RootConfig
 
     root = RootConfig()

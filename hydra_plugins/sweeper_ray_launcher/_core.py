@@ -1,7 +1,7 @@
 """The adapter between Hydra and the sweep driver: Hydra's job list in, JobReturns out.
 
 Composes and checks every job of the grid (once per set of group choices, _compose.py),
-hands them to `sweeper.driver.run_sweep`, which knows neither Hydra nor Ray, and
+hands them to `sweeper.entry.run_jobs` (a sweep's driver knows neither Hydra nor Ray), and
 records its exit code. Whether trials run on Ray or in this process is the driver's
 `executor` setting, not this plugin's.
 """
@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.sweeper_ray_launcher._compose import JobComposer
 from sweeper import exitcodes
-from sweeper.driver import Job, run_sweep
+from sweeper.entry import run_jobs
+from sweeper.sweep import Job
 from sweeper.errors import SweeperError
 from sweeper.schema import root_config_from_dict
 
@@ -47,6 +48,6 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         print(f"error: {exc}", file=sys.stderr)
         exitcodes.report(exitcodes.USAGE)
         return []
-    exitcodes.report(run_sweep(jobs, Path(str(launcher.config.hydra.sweep.dir))))
+    exitcodes.report(run_jobs(jobs, Path(str(launcher.config.hydra.sweep.dir))))
     return [JobReturn(overrides=j.overrides, status=JobStatus.COMPLETED, _return_value=None, task_name="sweeper")
             for j in jobs]

@@ -1,0 +1,28 @@
+"""What `python -m sweeper` runs once Hydra has composed the jobs: a suite of sweeps
+(overnight.sweeps, +sweep=overnight: sweeper/overnight.py) or one sweep (sweeper/driver.py).
+The suite runs sweeps as processes of their own; a sweep knows no suite."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List
+
+from sweeper import exitcodes
+from sweeper.runfolder import drop_if_empty
+from sweeper.sweep import Job
+
+
+def run_jobs(jobs: List[Job], fresh: Path) -> int:
+    """Runs the composed jobs; returns the exit code (sweeper.exitcodes)."""
+    if not (jobs and jobs[0].config.overnight.sweeps):
+        from sweeper.driver import run_sweep
+
+        return run_sweep(jobs, fresh)
+    if len(jobs) > 1:
+        print(f"error: overnight.sweeps: a suite takes single values on its command line, not a grid "
+              f"({len(jobs)} jobs); put the axes into a sweep's file (conf/sweep/NAME.yaml)", file=sys.stderr)
+        drop_if_empty(fresh)
+        return exitcodes.USAGE
+    from sweeper.overnight import run_suite
+
+    return run_suite(jobs[0], fresh)
