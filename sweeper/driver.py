@@ -100,5 +100,5 @@ def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
     for t in trials:
         note = f"  INFEASIBLE: {t.infeasible}" if t.infeasible else ""
         base = "  (baseline)" if t.is_baseline else ""
-        print(f"  {t.trial_id:<15} cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.overrides)}{base}{note}")
+        print(f"  {t.trial_id:<15} cpus={t.num_cpus:g} gpus={t.num_gpus:g}  {' '.join(t.measured_overrides())}{base}{note}")
 

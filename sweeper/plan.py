@@ -15,12 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from sweeper.analysis.text import same_value
 from sweeper.errors import ConfigError
-from sweeper.schema import TRIAL_SECTIONS, TrialConfig, swept_value, trial_config
+from sweeper.schema import TRIAL_SECTIONS, TrialConfig, is_measurement, key_role, swept_value, trial_config
 from sweeper.spec import Wants, spec_for
-
-# Keys that say where or how a run happens, not what a trial measures: never part of the id.
-_ID_EXCLUDED = {"data.cache_dir", "resources.timeout_s", "resources.on_oom", "resources.max_retries",
-                "resources.memory_limit_gb", "resources.every_device", "train.dist_timeout_s", "workload.spec"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +48,10 @@ class Trial:
     node: Optional[str] = None         # the fleet: the node this trial is pinned to (resources.every_device)
     group: str = ""                    # the fleet: trials that start together, one per device (cell-repeat)
 
+    def measured_overrides(self) -> List[str]:
+        """Its overrides that set what it measures (what a plan line shows; sweeper.schema.roles)."""
+        return [o for o in self.overrides if is_measurement(override_key(o))]
+
     def spec(self, sweep: str, run_id: str, driver_pid: Optional[int] = None) -> Dict[str, Any]:
         """What the trial runner (sweeper.trial.execute) receives."""
         workload = spec_for(self.config.workload)
@@ -74,13 +74,13 @@ def cell_id(cfg: TrialConfig, workload: str) -> str:
 
 
 def cell_settings(cfg: TrialConfig) -> Dict[str, Any]:
-    """Dotted key -> value of every measured setting that differs from its default."""
+    """Dotted key -> value of every measurement setting (sweeper.schema.roles) that differs from its default."""
     out: Dict[str, Any] = {}
     for section in TRIAL_SECTIONS:
         value = getattr(cfg, section)
         if value is not None:
             out.update(_non_default(value, type(value)(), section))
-    return {k: v for k, v in out.items() if k not in _ID_EXCLUDED}
+    return {k: v for k, v in out.items() if is_measurement(k)}
 
 
 def _non_default(value: Any, default: Any, prefix: str) -> Dict[str, Any]:
@@ -99,8 +99,6 @@ def _non_default(value: Any, default: Any, prefix: str) -> Dict[str, Any]:
 
 
 _MISSING = object()
-# Sections that say how a sweep runs (a suite passes them to its sweeps), never a grid's axis.
-_HOW_NOT_WHAT = ("adaptive", "overnight")
 
 
 def override_key(override: str) -> str:
@@ -110,13 +108,14 @@ def override_key(override: str) -> str:
 
 
 def swept_keys(all_overrides: Sequence[Sequence[str]]) -> List[str]:
-    """The keys that define grid points: those whose value differs between jobs, or, for a
-    single job, every key the user set. Group choices (+sweep=...) and dry_run are not axes."""
+    """The measurement settings that define grid points: those whose value differs between jobs,
+    or, for a single job, every one the user set. Group choices (+sweep=...) and the keys of
+    other roles (sweep.name, wandb.enabled, resources.timeout_s...) are not axes."""
     seen: Dict[str, set] = {}
     for overrides in all_overrides:
         for o in overrides:
             key = override_key(o)
-            if "=" in o and "." in key and key.split(".")[0] not in _HOW_NOT_WHAT:
+            if "=" in o and "." in key and is_measurement(key):
                 seen.setdefault(key, set()).add(o.split("=", 1)[1])
     varying = [k for k, values in seen.items() if len(values) > 1]
     return varying if varying or len(all_overrides) > 1 else list(seen)
@@ -165,18 +164,48 @@ def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clust
     """One Trial per job (overrides, checked config): the grid points, repeat 0, in grid order.
     Each trial gets its own config with only the sections its workload's spec names."""
     cells, keys = [], swept_keys([o for o, _ in jobs])
+    seen: Dict[str, Sequence[str]] = {}
     for index, (overrides, root) in enumerate(jobs):
         spec = spec_for(root.workload)
         cfg = trial_config(root, spec.sections)
         cpus, gpus = request(cfg, spec.resources(cfg), cluster)
         spec.validate(root, planned_device(cfg, gpus))
         cid = cell_id(cfg, spec.name)
+        if cid in seen:
+            raise same_cell_error(seen[cid], overrides)
+        seen[cid] = overrides
         cells.append(Trial(
             index=index, trial_id=f"{cid}-0", overrides=list(overrides),
             swept=swept_values(root, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
             infeasible=infeasible_reason(cpus, gpus, cluster), cell_id=cid, workload=spec.name,
         ))
     return cells
+
+
+def same_cell_error(first: Sequence[str], second: Sequence[str]) -> ConfigError:
+    """Two grid points that measure one cell: the second would replace the first's results.
+    Names the key whose values differ but measure the same (an output or placement setting,
+    or two spellings of one value), else the repeated point itself (data.num_workers=1,1)."""
+    a, b = _by_key(first), _by_key(second)
+    differing = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    if differing:
+        key = differing[0]
+        values = f"the values {a.get(key, '(unset)')} and {b.get(key, '(unset)')}"
+        if is_measurement(key):
+            return ConfigError(f"{key}: {values} are one setting, so both grid points are one cell; give each value once")
+        return ConfigError(f"{key}: {values} make one cell, since {key} is {_a(key_role(key).value)} setting, not a "
+                           f"measurement; give it one value, and sweep measurement settings only")
+    point = " ".join(o for o in second if is_measurement(override_key(o))) or " ".join(second) or "(defaults)"
+    return ConfigError(f"{point}: this grid point is listed twice, so its second run would replace the first; "
+                       f"give each value once (e.g. data.num_workers=1,2, not 1,1)")
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
+def _by_key(overrides: Sequence[str]) -> Dict[str, str]:
+    return {override_key(o): o.split("=", 1)[1] if "=" in o else "" for o in overrides}
 
 
 def default_distance(cell: Trial) -> int:

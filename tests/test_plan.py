@@ -3,7 +3,7 @@ import pytest
 
 from sweeper.errors import ConfigError
 from sweeper.plan import ClusterShape, cell_id, expand_repeats, plan_cells, plan_trials, request, swept_keys
-from sweeper.schema import DataConfig, ResourcesConfig, TrialConfig
+from sweeper.schema import DataConfig, ResourcesConfig, TrialConfig, root_config_from_dict
 from workloads.specs import DATALOADER
 
 LAPTOP = ClusterShape(node_cpus=[2.0], node_gpus=[0.0])
@@ -47,11 +47,36 @@ def test_cell_id_is_stable_and_ignores_paths_and_time_limits():
     assert len(cell_id(a, "dataloader")) == 12
 
 
+# Ids of existing cells, pinned: history keys its series by cell id, so a change in how ids are
+# derived (the key roles, a new section) must not rename any of these.
+@pytest.mark.parametrize("values, pinned", [
+    ({}, "7eba7634904e"),
+    ({"data": {"num_workers": 4, "pin_memory": True}}, "581d36c2cd2f"),
+    ({"resources": {"isolation": "pack", "cpus": 4}}, "e28eeb79af20"),
+    ({"resources": {"gpus": 1}}, "b6a73113c558"),
+    ({"probe": {"settle": True}}, "ca7170b0a072"),
+    ({"data": {"cache_dir": "/x"}, "resources": {"timeout_s": 5, "max_retries": 2}}, "7eba7634904e"),
+    ({"workload": {"params": {"a": 1}, "target": "tests.workloads_for_tests:sleepy"}}, "f63253545517"),
+    ({"workload": {"target": "workloads.train_step:run", "spec": "workloads.specs:TRAIN_STEP"},
+      "train": {"precision": "bf16", "dist_timeout_s": 10}}, "f9fff60fdc33"),
+    ({"workload": {"target": "workloads.dataloader:run", "spec": "workloads.specs:DATALOADER"},
+      "data": {"prefetch_factor": 2, "num_workers": 2}}, "44e5a36c2cac"),
+])
+def test_existing_cell_ids_stay_pinned(values, pinned):
+    root = root_config_from_dict(values)
+    assert plan_cells([([], root)], LAPTOP)[0].cell_id == pinned
+
+
 @pytest.mark.parametrize("overrides, expected", [
     ([["data.num_workers=1", "+sweep=x"], ["data.num_workers=2", "+sweep=x"]], ["data.num_workers"]),
     ([["data.num_workers=1", "data.pin_memory=true"]], ["data.num_workers", "data.pin_memory"]),
     ([["data.a=1", "data.b=1"], ["data.a=1", "data.b=2"]], ["data.b"]),
     ([["dry_run=true"]], []),
+    # one cell: only what it measures, not where it goes or how the run is named
+    ([["history.enabled=false", "report.enabled=false", "sweep.name=one", "wandb.enabled=false",
+       "data.batch_size=8", "resources.timeout_s=60", "+workload.params.n=3"]], ["data.batch_size", "workload.params.n"]),
+    ([["adaptive.enabled=true", "data.num_workers=1"], ["adaptive.enabled=true", "data.num_workers=2"]],
+     ["data.num_workers"]),
 ])
 def test_swept_keys(overrides, expected):
     assert swept_keys(overrides) == expected
@@ -93,3 +118,29 @@ def test_grid_order_keeps_cells_together():
     cells = plan_cells(grid(), LAPTOP)
     trials = expand_repeats(cells, 2, baseline=0, double_baseline=False, order="grid")
     assert [t.trial_id for t in trials] == [f"{c.cell_id}-{r}" for c in cells for r in range(2)]
+
+
+def test_a_one_cell_plan_shows_only_measurement_settings():
+    overrides = ["history.enabled=false", "report.enabled=false", "sweep.name=one", "wandb.enabled=false",
+                 "data.num_workers=1"]
+    trial = plan_cells([(overrides, cfg(1))], LAPTOP)[0]
+    assert trial.swept == {"data.num_workers": 1}
+
+
+@pytest.mark.parametrize("jobs, message", [
+    # data.num_workers=1,1: the second would silently replace the first
+    ([["data.num_workers=1"], ["data.num_workers=1"]],
+     r"^data\.num_workers=1: this grid point is listed twice.*give each value once"),
+    # an output setting as an axis: two points, one cell
+    ([["data.num_workers=1", "wandb.enabled=true"], ["data.num_workers=1", "wandb.enabled=false"]],
+     r"^wandb\.enabled: the values true and false make one cell, since wandb\.enabled is an output setting"),
+    ([["data.num_workers=1", "resources.timeout_s=10"], ["data.num_workers=1", "resources.timeout_s=20"]],
+     r"^resources\.timeout_s: the values 10 and 20 make one cell, since .* placement setting, not a measurement"),
+    # two spellings of one value
+    ([["data.num_workers=1"], ["data.num_workers=01"]], r"^data\.num_workers: the values 1 and 01 are one setting"),
+])
+def test_a_duplicate_grid_point_is_refused_naming_key_and_value(jobs, message):
+    planned = [(overrides, cfg(1)) for overrides in jobs]
+    with pytest.raises(ConfigError, match=message):
+        plan_cells(planned, LAPTOP)
+    assert len(plan_cells([(["data.num_workers=1"], cfg(1)), (["data.num_workers=2"], cfg(2))], LAPTOP)) == 2

@@ -1,8 +1,11 @@
-"""Bad values fail with the dotted key and what to do."""
+"""Bad values fail with the dotted key and what to do; each key has one declared role."""
+import dataclasses
+
 import pytest
 
 from sweeper.errors import ConfigError
-from sweeper.schema import root_config_from_dict, trial_config_from_dict
+from sweeper.schema import (ROLES, DaliConfig, ImageConfig, Role, RootConfig, is_measurement, key_role,
+                            measurement_keys, root_config_from_dict, trial_config_from_dict)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -29,6 +32,55 @@ def test_root_checks_repeats_and_ignores_hydra():
     assert root_config_from_dict({"repeats": 3, "hydra": {}}).repeats == 3
 
 
-def test_good_values_pass():
-    cfg = trial_config_from_dict({"data": {"num_workers": 2, "prefetch_factor": 4, "pin_memory": True}})
-    assert (cfg.data.num_workers, cfg.data.prefetch_factor, cfg.data.pin_memory) == (2, 4, True)
+def test_nested_sections_are_built_typed_and_checked_under_their_dotted_key():
+    cfg = trial_config_from_dict({"data": {"images": {"height": 10}, "dali": {"decoder": "mixed"}}})
+    assert isinstance(cfg.data.images, ImageConfig) and isinstance(cfg.data.dali, DaliConfig)
+    with pytest.raises(ConfigError, match=r"^data\.images\.height: must be positive, got 0"):
+        trial_config_from_dict({"data": {"images": {"height": 0}}})
+    with pytest.raises(ConfigError, match=r"^data\.dali\.threads: unknown key"):
+        trial_config_from_dict({"data": {"dali": {"threads": 2}}})
+
+
+# -- key roles ------------------------------------------------------------------------
+@pytest.mark.parametrize("key, role", [
+    ("data.num_workers", Role.MEASUREMENT),
+    ("data.images.height", Role.MEASUREMENT),
+    ("workload.params.anything", Role.MEASUREMENT),       # free-form params are what a user measures
+    ("+workload.params.size=3", Role.MEASUREMENT),         # an override's text
+    ("resources.cpus", Role.MEASUREMENT),                  # a trial's share of the machine
+    ("resources.timeout_s", Role.PLACEMENT),
+    ("data.cache_dir", Role.PLACEMENT),
+    ("workload.spec", Role.PLACEMENT),
+    ("executor", Role.PLACEMENT),
+    ("ray.address", Role.PLACEMENT),
+    ("wandb.enabled", Role.OUTPUT),
+    ("history.enabled", Role.OUTPUT),
+    ("report.enabled", Role.OUTPUT),
+    ("results_dir", Role.OUTPUT),
+    ("analysis.baseline", Role.OUTPUT),
+    ("sweep.name", Role.RUN_CONTROL),
+    ("repeats", Role.RUN_CONTROL),
+    ("hydra.sweep.dir", Role.RUN_CONTROL),
+    ("~resume", Role.RUN_CONTROL),
+])
+def test_key_role(key, role):
+    assert key_role(key) is role
+    assert is_measurement(key) == (role is Role.MEASUREMENT)
+
+
+def test_every_section_declares_a_role_and_every_declared_key_exists():
+    top = {f.name for f in dataclasses.fields(RootConfig)}
+    assert top <= set(ROLES), f"sections without a declared role: {sorted(top - set(ROLES))}"
+    root = RootConfig()
+    for dotted in ROLES:
+        if dotted == "hydra":
+            continue
+        node = root
+        for part in dotted.split("."):
+            assert hasattr(node, part), f"ROLES names {dotted!r}, which is no key of the schema"
+            node = getattr(node, part)
+
+
+def test_measurement_keys_keep_order_and_drop_other_roles():
+    keys = ["sweep.name", "data.num_workers", "wandb.enabled", "probe.settle", "history.enabled", "data.cache_dir"]
+    assert measurement_keys(keys) == ["data.num_workers", "probe.settle"]
