@@ -7,15 +7,15 @@ executor starts; `--help` and config errors stay fast.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from sweeper import exitcodes
 from sweeper.config import register_configs
+from sweeper.confdir import conf_dir
 
-CONF_DIR = str(Path(__file__).resolve().parent / "conf")   # shipped in the wheel as package data
+CONF_DIR = str(conf_dir())   # inside the installed package, or the checkout's conf/
 
 
 def run_in_process(cfg: DictConfig) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"     # the shipped Hydra configs (the wheel carries them as sweeper/conf)
 
 
 def run_sweeper(args, tmp_path, timeout=300, env_extra=None):

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SWEEPS = sorted(p.stem for p in (ROOT / "sweeper" / "conf" / "sweep").glob("*.yaml"))
+SWEEPS = sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)

@@ -22,7 +22,7 @@ JOBS = [
 @pytest.fixture(scope="module")
 def loader_and_master():
     register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "sweeper" / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         loader = GlobalHydra.instance().config_loader()
         master = loader.load_configuration("config", overrides=["hydra.sweep.dir=/tmp/x"],
                                            run_mode=RunMode.MULTIRUN)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SHIPPED_CONF = ROOT / "sweeper" / "conf"
+SHIPPED_CONF = ROOT / "conf"      # the wheel carries it as sweeper/conf
 
 
 @pytest.mark.slow
@@ -22,9 +22,9 @@ def test_wheel_holds_configs_and_hydra_plugins(tmp_path):
     # and setuptools ships stale files left in build/lib.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for name in ("sweeper", "workloads", "hydra_plugins"):
+    for name in ("sweeper", "workloads", "hydra_plugins", "conf"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # Without build isolation when this setuptools can build wheels by itself (70.1+), so no
     # registry is needed; else pip fetches the build requirements as `pip install .` does.
@@ -115,3 +115,16 @@ def test_search_path_plugin_leaves_other_hydra_apps_alone(tmp_path, monkeypatch)
         SweeperSearchPathPlugin().manipulate_search_path(search_path)
         found = [e.path for e in search_path.get_path() if e.provider == PROVIDER]
         assert found == ([f"file://{(tmp_path / 'conf').resolve()}"] if added else []), main
+
+
+def test_configs_come_from_the_package_when_installed_else_from_the_checkout(tmp_path, monkeypatch):
+    from sweeper import confdir
+
+    checkout = tmp_path / "checkout"
+    (checkout / "sweeper").mkdir(parents=True)
+    monkeypatch.setattr(confdir, "PACKAGE", checkout / "sweeper")
+    assert confdir.conf_dir() == checkout / "conf"                 # editable or PYTHONPATH
+    (checkout / "sweeper" / "conf").mkdir()
+    assert confdir.conf_dir() == checkout / "conf"                 # a folder without the configs
+    (checkout / "sweeper" / "conf" / "config.yaml").write_text("{}")
+    assert confdir.conf_dir() == checkout / "sweeper" / "conf"     # the wheel's layout

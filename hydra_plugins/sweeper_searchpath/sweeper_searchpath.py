@@ -1,6 +1,7 @@
 """A user's own `conf/` beside their code adds sweeps and workloads to the shipped ones.
 
-sweeper's configs ship inside the package (sweeper/conf). When `python -m sweeper` runs
+sweeper's configs ship inside the package (sweeper/conf in the wheel, the checkout's conf/
+otherwise: sweeper/confdir.py). When `python -m sweeper` runs
 in a folder that has a `conf/` folder, that folder joins Hydra's config search path, so
 `conf/sweep/mine.yaml` there makes `+sweep=mine` work and `conf/workload/NAME.yaml` adds
 `workload=NAME`. The shipped configs come first: a user file of the same name does not
@@ -24,10 +25,10 @@ PROVIDER = "sweeper: ./conf"
 
 
 def _shipped_conf() -> Optional[Path]:
-    spec = importlib.util.find_spec("sweeper")    # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
+    if importlib.util.find_spec("sweeper") is None:    # another Hydra app, without sweeper installed
         return None
-    return Path(list(spec.submodule_search_locations)[0]).resolve() / "conf"
+    from sweeper.confdir import conf_dir               # light: imports nothing of the package's own
+    return conf_dir()
 
 
 def _as_dir(path: str) -> Optional[Path]:

@@ -1,6 +1,6 @@
 """The history's side of the overnight suite: the regression check it calls when a night ends.
 
-    # sweeper/conf/sweep/overnight.yaml
+    # conf/sweep/overnight.yaml
     overnight:
       alerts: sweeper.history.overnight:night_end
 

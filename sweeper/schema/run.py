@@ -42,7 +42,7 @@ class OvernightConfig:
                  f"must look like 'package.module:function', got {self.alerts!r}")
         for name in self.sweeps:
             _require(isinstance(name, str) and name and name != "overnight", "overnight.sweeps",
-                     f"must list sweep names (sweeper/conf/sweep/*.yaml) other than overnight, got {name!r}")
+                     f"must list sweep names (conf/sweep/*.yaml) other than overnight, got {name!r}")
 
 
 @dataclass
