@@ -84,3 +84,27 @@ def test_every_section_declares_a_role_and_every_declared_key_exists():
 def test_measurement_keys_keep_order_and_drop_other_roles():
     keys = ["sweep.name", "data.num_workers", "wandb.enabled", "probe.settle", "history.enabled", "data.cache_dir"]
     assert measurement_keys(keys) == ["data.num_workers", "probe.settle"]
+
+
+# -- names that become folders ----------------------------------------------------------
+@pytest.mark.parametrize("values, message", [
+    ({"sweep": {"name": "../../X"}}, "sweep.name: must be a plain name, not a path, got '../../X'"),
+    ({"sweep": {"name": "/abs/path"}}, "sweep.name: must be a plain name, not a path"),
+    ({"sweep": {"name": "a" * 300}}, "sweep.name: is 300 characters long, more than 100; give a short name"),
+    ({"sweep": {"name": "night ly"}}, "sweep.name: must be a plain name of letters, digits"),
+    ({"sweep": {"name": ""}}, "sweep.name: must be a plain name of letters"),
+    ({"run_id": "../../X"}, "run_id: must be a plain name, not a path"),
+    ({"run_id": "/tmp/x"}, "run_id: must be a plain name, not a path"),
+    ({"run_id": ".hidden"}, "run_id: must be a plain name of letters"),
+    ({"overnight": {"sweeps": ["../dataloader"]}}, "overnight.sweeps: must be a plain name, not a path"),
+])
+def test_names_that_become_folders_must_be_plain(values, message):
+    with pytest.raises(ConfigError) as err:
+        root_config_from_dict(values)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["single", "nightly-loaders", "20261201-165431", "v1.2_b", "a" * 100])
+def test_plain_names_pass(name):
+    assert root_config_from_dict({"sweep": {"name": name}, "run_id": name}).sweep.name == name

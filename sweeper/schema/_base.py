@@ -1,7 +1,8 @@
 """What every section module shares: the one check helper and the choice lists."""
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Optional
 
 from sweeper.errors import ConfigError
 
@@ -25,3 +26,24 @@ def _is_import_path(value: Any) -> bool:
     """'package.module:name' with both parts non-empty."""
     module, sep, name = str(value).partition(":")
     return bool(sep and module.strip() and name.strip() and ":" not in name)
+
+
+MAX_NAME = 100
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def name_problem(value: Any) -> Optional[str]:
+    """What keeps `value` from being a plain name (a folder of its own under results_dir), or None."""
+    text = str(value)
+    if len(text) > MAX_NAME:
+        return f"is {len(text)} characters long, more than {MAX_NAME}"
+    if "/" in text or "\\" in text or ".." in text:
+        return f"must be a plain name, not a path, got {text!r}"
+    if not _NAME.fullmatch(text):
+        return f"must be a plain name of letters, digits, '.', '_' and '-', starting with a letter or digit, got {text!r}"
+    return None
+
+
+def _require_name(key: str, value: Any) -> None:
+    problem = name_problem(value)
+    _require(problem is None, key, f"{problem}; give a short name such as nightly-loaders")

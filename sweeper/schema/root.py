@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence
 
-from sweeper.schema._base import EXECUTORS, ORDERS, _require
+from sweeper.schema._base import EXECUTORS, ORDERS, _require, _require_name
 from sweeper.schema.data import DaliConfig, DataConfig, ImageConfig
 from sweeper.schema.output import (AnalysisConfig, ConstraintsConfig, CostConfig, HistoryConfig, MlflowConfig,
                                    ReportConfig, WandbConfig)
@@ -69,6 +69,9 @@ class RootConfig(TrialConfig):
         self.wandb.check()
         self.mlflow.check()
         self.history.check()
+        self.sweep.check()
+        if self.run_id != "???":          # unset until Hydra resolves it (${now:...})
+            _require_name("run_id", self.run_id)
         _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
         _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from sweeper.schema._base import _require
+from sweeper.schema._base import _require, _require_name
 
 @dataclass
 class AdaptiveConfig:
@@ -43,6 +43,7 @@ class OvernightConfig:
         for name in self.sweeps:
             _require(isinstance(name, str) and name and name != "overnight", "overnight.sweeps",
                      f"must list sweep names (conf/sweep/*.yaml) other than overnight, got {name!r}")
+            _require_name("overnight.sweeps", name)
 
 
 @dataclass
@@ -56,5 +57,8 @@ class RayConfig:
 
 @dataclass
 class SweepMeta:
-    name: str = "single"
+    name: str = "single"                 # a plain name: the run goes to <results_dir>/<name>/<run_id>
     description: str = ""
+
+    def check(self) -> None:
+        _require_name("sweep.name", self.name)
