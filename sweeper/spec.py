@@ -87,10 +87,19 @@ DEFAULT_SPEC = WorkloadSpec(
     headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),))
 
 
+@dataclass(frozen=True)
+class NoParams:
+    """The params of a workload that reads none (its settings have sections of their own):
+    any key under workload.params is a typo or a setting in the wrong place."""
+
+
 def typed_params(cls: type, values: Dict[str, Any]):
     """workload.params as the workload's dataclass, naming the key it rejects."""
     known = {f.name for f in dataclasses.fields(cls)}
     for key in values:
+        if key not in known and not known:
+            raise ConfigError(f"workload.params.{key}: this workload reads no workload.params; remove it, or set "
+                              f"the key in the workload's own section (data.*, train.*)")
         if key not in known:
             raise ConfigError(f"workload.params.{key}: unknown key; valid keys: {sorted(known)}")
     obj = cls(**values)
@@ -120,17 +129,39 @@ def _load(spec_path: Optional[str], target: str) -> WorkloadSpec:
             raise ConfigError(f"workload.spec={spec_path!r}: no WorkloadSpec named {attr or 'SPEC'!r} there")
         if found.target in (None, target):
             return found
-    module_name = target.partition(":")[0]
-    found = getattr(_import(module_name, "workload.target", target), "SPEC", None)
+    module_name, _, function = target.partition(":")
+    module = _import(module_name, "workload.target", target)
+    _check_callable(module, function, target)
+    found = getattr(module, "SPEC", None)
     return found if isinstance(found, WorkloadSpec) else DEFAULT_SPEC
 
 
+def _check_callable(module, function: str, target: str) -> None:
+    """The target names a function of its module, found before any trial starts."""
+    found = getattr(module, function, None)
+    if found is None:
+        raise ConfigError(f"workload.target={target!r}: module {module.__name__!r} has no {function!r}; "
+                          f"name one of its functions after the ':'")
+    if not callable(found):
+        raise ConfigError(f"workload.target={target!r}: {function!r} is a {type(found).__name__}, not a function; "
+                          f"name a function (cfg, probe) -> dict")
+
+
 def _import(module_name: str, key: str, value: str):
+    """The module, or one line naming the key: ImportError, or whatever the module raised
+    while importing (a SyntaxError, an exception at its top level)."""
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"{key}={value!r}: cannot import {module_name!r} ({exc}); "
+        raise ConfigError(f"{key}={value!r}: cannot import {module_name!r} ({_one_line(exc)}); "
                           f"is it on PYTHONPATH (run from its folder)?") from None
+    except Exception as exc:
+        raise ConfigError(f"{key}={value!r}: importing {module_name!r} raised {type(exc).__name__}: "
+                          f"{_one_line(exc)}; fix the module (python -c 'import {module_name}' shows where)") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def preload_of(specs: List[WorkloadSpec]) -> List[str]:
@@ -140,4 +171,4 @@ def preload_of(specs: List[WorkloadSpec]) -> List[str]:
     return out
 
 
-__all__ = ["Column", "Wants", "WorkloadSpec", "DEFAULT_SPEC", "spec_for", "typed_params", "preload_of"]
+__all__ = ["Column", "Wants", "WorkloadSpec", "DEFAULT_SPEC", "NoParams", "spec_for", "typed_params", "preload_of"]

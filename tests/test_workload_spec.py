@@ -1,5 +1,6 @@
 """Workload specs: a new workload is one module and one config file; cell ids survive the tool's growth."""
 import dataclasses
+import re
 import subprocess
 import sys
 import textwrap
@@ -148,3 +149,36 @@ def test_a_toy_workload_is_one_module_and_one_config(toy_folder):
     assert set(summary["workload"]) == {"toy"}
     assert sorted(summary["toy_score"]) == [10.0, 30.0]
     assert sorted(summary["workload.params.size"]) == [1, 3]
+
+
+# -- what a target must be, found before any trial ---------------------------------------
+@pytest.mark.parametrize("source, target, message", [
+    ("def run(cfg, probe):\n    return {}\n", "{m}:missing",
+     r"^workload\.target='{m}:missing': module '{m}' has no 'missing'; name one of its functions"),
+    ("run = 3\n", "{m}:run", r"^workload\.target='{m}:run': 'run' is a int, not a function"),
+    ("def run(cfg, probe)\n    return {}\n", "{m}:run",
+     r"^workload\.target='{m}:run': importing '{m}' raised SyntaxError: .*; fix the module"),
+    ("raise RuntimeError('no GPU\\nhere')\n", "{m}:run",
+     r"^workload\.target='{m}:run': importing '{m}' raised RuntimeError: no GPU here; fix the module"),
+    ("import no_such_module_anywhere\n", "{m}:run", r"^workload\.target='{m}:run': cannot import '{m}'"),
+], ids=["missing", "not_callable", "syntax", "raises", "import_error"])
+def test_a_bad_target_is_one_line_before_any_trial(source, target, message, tmp_path, monkeypatch, request):
+    module = f"bad_target_{request.node.callspec.id}"
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    root = root_config_from_dict({"workload": {"target": target.format(m=module)}})
+    with pytest.raises(ConfigError) as err:
+        plan_trials([([], root)], LAPTOP)
+    assert re.match(message.format(m=re.escape(module)), str(err.value)), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("workload", ["dataloader", "train_step"])
+def test_a_shipped_workload_refuses_params_it_does_not_read(workload):
+    root = root_config_from_dict({"workload": {"target": f"workloads.{workload}:run",
+                                               "spec": f"workloads.specs:{workload.upper()}",
+                                               "params": {"api_token": "x"}}})
+    with pytest.raises(ConfigError, match=r"^workload\.params\.api_token: this workload reads no workload\.params"):
+        plan_trials([([], root)], LAPTOP)
+    root.workload.params = {}
+    assert len(plan_trials([([], root)], LAPTOP)) == 1

@@ -9,7 +9,7 @@ import functools
 from typing import Any, Dict, Optional
 
 from sweeper.errors import ConfigError
-from sweeper.spec import WorkloadSpec, Wants
+from sweeper.spec import NoParams, WorkloadSpec, Wants
 from workloads.deepspeed_config import cpu_flags, fp16_refused_on_cpu, load_json, resolve
 from workloads.user_model import check_import_path
 
@@ -65,7 +65,8 @@ def check_loader(cfg) -> None:
 
 
 DATALOADER = WorkloadSpec(
-    name="dataloader", target="workloads.dataloader:run", sections=("data",), check=check_loader, resources=loader_wants,
+    name="dataloader", target="workloads.dataloader:run", sections=("data",), params=NoParams, check=check_loader,
+    resources=loader_wants,
     # never DALI here: it may start CUDA, and the zygote forks every trial
     preload=_COMMON_PRELOAD + ("PIL.Image", "workloads.dataloader"), shrink=halve_loader_batch, items_label="samples",
     headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),), memory="host_mem_gb")
@@ -129,7 +130,7 @@ def check_step_device(cfg, device: str) -> None:
 
 
 TRAIN_STEP = WorkloadSpec(
-    name="train_step", target="workloads.train_step:run", sections=("train", "data"), check=check_step,
+    name="train_step", target="workloads.train_step:run", sections=("train", "data"), params=NoParams, check=check_step,
     check_device=check_step_device, resources=step_wants,
     preload=_COMMON_PRELOAD + ("workloads.train_step",), shrink=halve_micro_batch, items_label="samples",
     headline=(("tokens_per_s", "tokens/s", 1.0, 0), ("mfu", "MFU %", 100.0, 1),
