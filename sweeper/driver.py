@@ -19,6 +19,7 @@ from sweeper.errors import ConfigError, SweeperError
 from sweeper.executors import make_executor
 from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
+from sweeper.preflight import check_machine
 from sweeper.runfolder import drop_if_empty, resolve_run
 from sweeper.schema import RootConfig
 from sweeper.spec import preload_of, spec_for
@@ -59,6 +60,7 @@ def run_sweep(jobs: List[Job], fresh: Path) -> int:
         run = resolve_run(root, fresh)
         local_plan = plan(jobs, root, this_machine())    # every check, before anything starts
         check_prices(root, local_plan)
+        check_machine(root, local_plan, this_machine())    # folders it will write, CPUs it asks for
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         drop_if_empty(fresh)

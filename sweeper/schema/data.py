@@ -10,6 +10,7 @@ DATA_KINDS = ("tokens", "images")
 LOADERS = ("torch", "dali")
 DALI_EXECUTORS = ("dynamic", "pipelined", "serial")
 DALI_DECODERS = ("cpu", "mixed")
+MAX_WORKERS = 1024                       # loader processes or threads: past this, a typo, not a setting
 
 
 @dataclass
@@ -41,6 +42,9 @@ class DaliConfig:
     def check(self) -> None:
         for name in ("num_threads", "prefetch_queue_depth", "initial_fill"):
             _require(getattr(self, name) > 0, f"data.dali.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(self.num_threads <= MAX_WORKERS, "data.dali.num_threads",
+                 f"{self.num_threads} threads is more than a node runs (at most {MAX_WORKERS}); "
+                 f"use a number near the node's CPU count")
         _require(self.executor in DALI_EXECUTORS, "data.dali.executor",
                  f"must be one of {DALI_EXECUTORS}, got {self.executor!r}")
         _require(self.decoder in DALI_DECODERS, "data.dali.decoder",
@@ -80,6 +84,9 @@ class DataConfig:
         for name in ("num_shards", "samples_per_shard", "seq_len", "vocab_size", "batch_size"):
             _require(getattr(self, name) > 0, f"data.{name}", f"must be positive, got {getattr(self, name)}")
         _require(self.num_workers >= 0, "data.num_workers", f"must be 0 or more, got {self.num_workers}")
+        _require(self.num_workers <= MAX_WORKERS, "data.num_workers",
+                 f"{self.num_workers} worker processes is more than a node runs (at most {MAX_WORKERS}); "
+                 f"use a number near the node's CPU count")
         _require(self.shuffle_buffer >= 0, "data.shuffle_buffer", "must be 0 or more")
         if self.prefetch_factor is not None:
             _require(self.num_workers > 0, "data.prefetch_factor",
