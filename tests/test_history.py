@@ -153,7 +153,7 @@ def test_append_of_an_old_run_from_the_shell_and_twice_is_once(real, tmp_path, c
     store = tmp_path / "store"
     result = subprocess.run([sys.executable, "-m", "sweeper.history", "--store", str(store), "append", str(run)],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout.startswith(f"appended {run} (1 file(s))"), result.stderr
+    assert result.returncode == 0 and result.stdout == f"{run}: history: appended to {store} (1 file(s))\n", result.stderr
     code, _, _ = run_cli(capsys, "--store", str(store), "append", str(run))          # again, in-process
     assert code == 0
     assert len(list(store.rglob("*.parquet"))) == 2 and len(read(store)) == 2    # two files, one run

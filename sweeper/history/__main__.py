@@ -6,6 +6,7 @@
     python -m sweeper.history alerts                     # regressions of each cell's latest night (exit 1)
     python -m sweeper.history append RUN_DIR [RUN_DIR ...]   # runs from before the history existed
     python -m sweeper.history morning [RUN_DIR ...] [--night NIGHT_DIR] --out morning.html
+    python -m sweeper.history sql "SELECT cell, quantile_cont(p95, 0.95) FROM history GROUP BY cell"
 
 The store is --store (default: results/history, where a sweep with the default
 results_dir appends). RUN names a run by its run id, or SWEEP/RUN when ids repeat.
@@ -49,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     morning.add_argument("run_dirs", nargs="*", type=Path, help="the night's run folders (default: latest runs)")
     morning.add_argument("--night", type=Path, help="an overnight suite's night folder (its manifest)")
     morning.add_argument("--out", type=Path, default=Path("morning.html"))
+    sql = sub.add_parser("sql", help="a SQL query over the store's files in place (DuckDB; the table is `history`)")
+    sql.add_argument("query")
     return parser
 
 
@@ -141,8 +144,8 @@ def cmd_append(args) -> int:
     from sweeper.history.store import append_run
 
     for run in args.run_dirs:
-        files = append_run(_store(args), run)
-        print(f"appended {run} ({len(files)} file(s)) to {_store(args)}")
+        done = append_run(_store(args), run)
+        print(f"{run}: {done.line()}" + (f" ({len(done.files)} file(s))" if done.files else ""))
     return 0
 
 
@@ -155,8 +158,18 @@ def cmd_morning(args) -> int:
     return 0
 
 
+def cmd_sql(args) -> int:
+    from sweeper.history.sql import query
+
+    store = _store(args)
+    if not store.is_dir():
+        raise SweeperError(f"--store {store}: no history store there (a sweep appends to <results_dir>/history)")
+    _print(query(store, args.query))
+    return 0
+
+
 COMMANDS = {"list": cmd_list, "trend": cmd_trend, "diff": cmd_diff, "alerts": cmd_alerts,
-            "append": cmd_append, "morning": cmd_morning}
+            "append": cmd_append, "morning": cmd_morning, "sql": cmd_sql}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,9 +8,11 @@ of writers can append at once: two hosts of a cluster, a cron night and a hand-r
 `append`. Nothing is ever rewritten. A run appended twice is two files; `read` keeps the
 latest copy of each (machine, sweep, run, cell).
 
-Queried with pyarrow (`pyarrow.dataset`, already a dependency): the store is small (a row
-per cell per night: years of nights fit in memory), and DuckDB would add an extra to install
-and a file lock to avoid for nothing pyarrow + pandas cannot do here.
+Each row is cast to one typed, versioned schema (sweeper/history/schema.py) when written, and
+each file again when read, one file at a time: a file that cannot be read is named once and
+skipped. A run with no trial that finished ok is not appended (`Appended.line` says so).
+Read with pyarrow and pandas (`read`), or with SQL: `python -m sweeper.history sql` runs DuckDB
+over the files in place (sweeper/history/sql.py).
 
 A row's figures are the run's one Analysis (`sweeper.analysis.run.analyze_run`): the
 cell's items_per_s / p50 / p95 with intervals, and the per-repeat values its verdicts were
@@ -25,9 +27,10 @@ import os
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import pandas as pd
 
@@ -158,22 +161,39 @@ def _number(value: Any) -> float:
 # --------------------------------------------------------------------------- writing
 
 
-def append_rows(root: Path, rows: pd.DataFrame) -> List[Path]:
-    """Appends rows to the store (one new file per machine and sweep); returns the files."""
-    import pyarrow as pa
+@dataclass(frozen=True)
+class Appended:
+    """What an append did: the files it wrote, or why it wrote none. The caller prints `line()`."""
+    store: Path
+    files: Tuple[Path, ...] = ()
+    reason: str = ""
+
+    def line(self) -> str:
+        if self.files:
+            return f"history: appended to {self.store}"
+        return f"history: not appended to {self.store}: {self.reason}"
+
+
+NO_OK_TRIAL = "no trial of this run finished ok (interrupted or failed): nothing to compare across nights"
+
+
+def append_rows(root: Path, rows: pd.DataFrame) -> Appended:
+    """Appends rows to the store (one new file per machine and sweep), cast to the store's schema."""
     import pyarrow.dataset as ds
 
-    if rows.empty:
-        return []
+    from sweeper.history import schema
+
     root = Path(root).expanduser()
+    if rows.empty or not (rows["status"] == "ok").any():
+        return Appended(root, reason=NO_OK_TRIAL)
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".append-{uuid.uuid4().hex}"      # dotted: readers skip it
     first = rows.iloc[0]
     name = f"{first['date']}-{_safe(first['run_id'])}-{uuid.uuid4().hex[:8]}-{{i}}.parquet"
     try:
-        ds.write_dataset(pa.Table.from_pandas(rows, preserve_index=False), staging, format="parquet",
-                         partitioning=["machine", "sweep"], partitioning_flavor="hive", basename_template=name)
-        return [_move_in(path, staging, root) for path in sorted(staging.rglob("*.parquet"))]
+        ds.write_dataset(schema.table_of(rows), staging, format="parquet", basename_template=name,
+                         partitioning=ds.partitioning(schema.PARTITIONS, flavor="hive"))
+        return Appended(root, tuple(_move_in(path, staging, root) for path in sorted(staging.rglob("*.parquet"))))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -189,7 +209,7 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))[:60]
 
 
-def append_run(root: Path, run: Path, data=None, analysis=None) -> List[Path]:
+def append_run(root: Path, run: Path, data=None, analysis=None) -> Appended:
     """Appends an analysed run; analyses it (with its own settings) when not given."""
     run = Path(run)
     if analysis is None:
@@ -198,29 +218,31 @@ def append_run(root: Path, run: Path, data=None, analysis=None) -> List[Path]:
         if not (run / "trials").is_dir():
             raise SweeperError(f"{run} is not a run folder (no trials/ in it): give results/<sweep>/<run-id>")
         data, analysis = analyze_run(run, run_analysis_config(run))
-    rows = rows_of_run(run, data, analysis)
-    if rows.empty:
-        raise SweeperError(f"{run} has no finished trials to append")
-    return append_rows(root, rows)
+    if not any(r.get("status") == "ok" for r in data.records):
+        return Appended(Path(root).expanduser(), reason=NO_OK_TRIAL)
+    return append_rows(root, rows_of_run(run, data, analysis))
 
 
 # --------------------------------------------------------------------------- reading
 
 
 def read(root: Path, machine: Optional[str] = None, sweep: Optional[str] = None) -> pd.DataFrame:
-    """Every row of the store (latest copy of each machine/sweep/run/cell), oldest night first."""
-    import pyarrow.dataset as ds
+    """Every row of the store (latest copy of each machine/sweep/run/cell), oldest night first.
+    Each file is read and cast on its own: one that cannot be is named once and skipped."""
+    import pyarrow as pa
+
+    from sweeper.history import schema
 
     root = Path(root).expanduser()
-    if not root.is_dir() or not any(root.glob("machine=*/sweep=*/*.parquet")):
+    tables = []
+    for path in schema.files(root, machine, sweep) if root.is_dir() else []:
+        try:
+            tables.append(schema.read_file(path, root))
+        except schema.UnusableFile as exc:
+            schema.skipped(path, str(exc))
+    if not tables:
         return pd.DataFrame(columns=[*KEY, "started_at"])
-    dataset = ds.dataset(root, format="parquet", partitioning="hive")
-    expr = None
-    for field, wanted in (("machine", machine), ("sweep", sweep)):
-        if wanted:
-            cond = ds.field(field) == wanted
-            expr = cond if expr is None else expr & cond
-    frame = dataset.to_table(filter=expr).to_pandas()
+    frame = pa.concat_tables(tables).to_pandas()
     frame = frame.sort_values(["started_at", "appended_at"], kind="stable")
     return frame.drop_duplicates(KEY, keep="last").reset_index(drop=True)
 

@@ -18,7 +18,7 @@ def enabled(root: Dict[str, Any]) -> bool:
 
 
 def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    if not enabled(root) or not data.records or analysis is None or analysis.cells.empty:
+    if not enabled(root) or not data.records or analysis is None:
         return
     from sweeper import history
     from sweeper.history.store import rows_of_run
@@ -26,12 +26,14 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
 
     store = history.history_dir(root)
     rows = rows_of_run(run, data, analysis)
-    history.store.append_rows(store, rows)
-    found = history.alerts(store, runs={rows["run_id"].iloc[0]}, settings=history.settings_of(root),
-                           machine=rows["machine"].iloc[0], sweep=rows["sweep"].iloc[0])
-    notes = [wandb_alert(found, root)] if found else []
-    payload = {"store": str(store), "alerts": [a.to_dict() for a in found], "lines": [a.line() for a in found],
-               "notes": [n for n in notes if n]}
+    done = history.store.append_rows(store, rows)       # a run with no ok trial is not appended
+    payload = {"store": str(store), "line": done.line(), "alerts": [], "lines": [], "notes": []}
+    if done.files:
+        found = history.alerts(store, runs={rows["run_id"].iloc[0]}, settings=history.settings_of(root),
+                               machine=rows["machine"].iloc[0], sweep=rows["sweep"].iloc[0])
+        notes = [wandb_alert(found, root)] if found else []
+        payload.update(alerts=[a.to_dict() for a in found], lines=[a.line() for a in found],
+                       notes=[n for n in notes if n])
     write_bytes_atomic(Path(run) / ALERTS_FILE, json.dumps(payload, indent=1, default=str).encode())
 
 

@@ -36,4 +36,5 @@ def history_lines(run: Path, root: Dict[str, Any]) -> List[str]:
     found = read_alerts(run) if enabled(root) else None
     if found is None:
         return []
-    return [f"history: appended to {found['store']}"] + [f"  REGRESSION {line}" for line in found["lines"]]
+    first = found.get("line") or f"history: appended to {found['store']}"      # appended, or why not
+    return [first] + [f"  REGRESSION {line}" for line in found["lines"]]

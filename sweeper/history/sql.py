@@ -1,0 +1,74 @@
+"""SQL over the history store: DuckDB reading the parquet files in place.
+
+    python -m sweeper.history sql "SELECT cell, PERCENTILE_CONT(0.95) WITHIN GROUP (ORDER BY p95)
+                                   FROM history GROUP BY cell"
+
+The store's files are the view `history` (one row per cell per night, the columns of
+sweeper/history/schema.py, plus `machine` and `sweep` from the folders). DuckDB runs in
+memory: there is no database file, so there is no lock, and sweeps go on appending while a
+query runs (a query sees the files that were there when it started). A file that cannot be
+read is named once and left out, as `read` does. DuckDB is an extra: pip install 'sweeper[sql]'.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, List, Tuple
+
+from sweeper.errors import SweeperError
+
+VIEW = "history"
+MISSING = "history sql needs DuckDB: pip install 'sweeper[sql]' (or pip install duckdb)"
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise SweeperError(MISSING) from None
+    return duckdb
+
+
+def connect(root: Path):
+    """An in-memory DuckDB connection with the store's usable files as the view `history`."""
+    from sweeper.history import schema
+
+    duckdb = _duckdb()
+
+    paths = schema.usable(schema.files(root))
+    if not paths:
+        raise SweeperError(f"--store {root} holds no history files to query")
+    con = duckdb.connect(":memory:")
+    listed = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
+    con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM read_parquet([{listed}], hive_partitioning=true, "
+                f"union_by_name=true, hive_types={{'machine': VARCHAR, 'sweep': VARCHAR}})")
+    return con
+
+
+def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
+    """(column names, result rows) of a query over the store; a bad query is one line."""
+    duckdb = _duckdb()
+    con = connect(Path(root))
+    try:
+        cursor = con.execute(sql)
+        return [d[0] for d in cursor.description or []], cursor.fetchall()
+    except duckdb.Error as exc:
+        raise SweeperError(f"sql: {str(exc).strip().splitlines()[0]}") from None
+    finally:
+        con.close()
+
+
+def query(root: Path, sql: str) -> Tuple[List[str], List[List[str]]]:
+    """(header, rows as text) of a query, for the terminal."""
+    header, found = run(root, sql)
+    return header, [[_text(v) for v in row] for row in found]
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    return str(value)
