@@ -2,20 +2,28 @@
 
 Shards are deterministic in (num_shards, samples_per_shard, seq_len, vocab_size,
 seed), so their folder name is a hash of those; concurrent trials take a file
-lock, and the shards are written into a temporary folder that is renamed into
-place, so no reader ever sees half a shard set.
+lock, and the shards are written into a staging folder (.<set>.staging-<pid>-*)
+that is renamed into place, so no reader ever sees half a shard set. The staging
+folder is removed on every way out (an error, Ctrl-C, SIGTERM); one that a killed
+maker left is removed by the next maker, once no process holds its set's lock.
+Before any trial, shards are checked whole (workloads/shard_check.py).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import hashlib
 import io
 import os
+import re
+import shutil
+import signal
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -52,7 +60,9 @@ def ensure_synthetic_shards(cache_dir: str, num_shards: int, samples_per_shard: 
 
 
 def _ensure_set(cache_dir: str, name: str, num_shards: int, write: Callable[[Path, int], None]) -> List[str]:
-    """Shards written once into a staging folder renamed into place, under a lock."""
+    """Shards written once into a staging folder renamed into place, under a lock. The staging
+    folder goes on every way out (an error, Ctrl-C, SIGTERM); one a killed maker left behind
+    is removed by the next maker (remove_stale_staging)."""
     root = Path(os.path.expanduser(cache_dir))
     root.mkdir(parents=True, exist_ok=True)
     final = root / name
@@ -60,11 +70,79 @@ def _ensure_set(cache_dir: str, name: str, num_shards: int, write: Callable[[Pat
         with open(root / f".{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)       # another trial may be writing the same set
             if not final.is_dir():
-                staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-                for shard in range(num_shards):
-                    write(staging / f"shard-{shard:05d}.tar", shard)
-                os.replace(staging, final)
+                remove_stale_staging(root, held=name)
+                _make_set(root, name, num_shards, write)
     return shard_urls(final, num_shards)
+
+
+def _make_set(root: Path, name: str, num_shards: int, write: Callable[[Path, int], None]) -> None:
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}{STAGING}{os.getpid()}-", dir=root))
+    try:
+        with _sigterm_raises():
+            for shard in range(num_shards):
+                write(staging / f"shard-{shard:05d}.tar", shard)
+            os.replace(staging, root / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)     # gone already once renamed into place
+
+
+STAGING = ".staging-"
+# .<set>.staging-<pid>-<random>, and .<set>-<random> as makers before it named theirs
+_STAGING_NAMES = (re.compile(r"^\.(?P<set>[^.]+)\.staging-\d+-[a-z0-9_]+$"), re.compile(r"^\.(?P<set>[^.]+)-[a-z0-9_]{8}$"))
+
+
+def _staging_folders(root: Path) -> Dict[str, List[Path]]:
+    """Staging folders in the cache by the set they were making (only sets with a lock file)."""
+    found: Dict[str, List[Path]] = {}
+    for entry in root.iterdir():
+        match = next((m for m in (p.match(entry.name) for p in _STAGING_NAMES) if m), None)
+        if match and entry.is_dir() and (root / f".{match['set']}.lock").exists():
+            found.setdefault(match["set"], []).append(entry)
+    return found
+
+
+def remove_stale_staging(root: Path, held: str = "") -> List[Path]:
+    """Removes the staging folders no live maker is writing: those of the set whose lock this
+    process holds (`held`), and those of any set whose lock nobody holds (its maker died: a
+    killed trial cannot clean up). Returns what it removed."""
+    removed: List[Path] = []
+    for set_name, folders in _staging_folders(root).items():
+        if set_name == held:
+            removed += _remove(folders)
+            continue
+        with open(root / f".{set_name}.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:        # its maker is alive and writing
+                continue
+            removed += _remove(folders)
+    return removed
+
+
+def _remove(folders: List[Path]) -> List[Path]:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while shards are made, so the staging folder goes;
+    left alone where someone else handles it (the driver, with the local executor) or where
+    handlers cannot be set (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 # -- JPEG shards (data.kind=images) --------------------------------------------------
@@ -155,18 +233,58 @@ def expand_url(url: str) -> List[str]:
     return paths
 
 
-def check_local_shards(url: str) -> str:
-    """'' when every shard the pattern names exists, is readable and starts like a tar file;
-    else what is wrong, in words a user can act on."""
+def check_local_shards(url: str, cache_dir: str) -> str:
+    """'' when every shard the pattern names is a readable tar file holding samples, walked
+    whole (workloads/shard_check.py; counts cached under cache_dir); else what is wrong, naming
+    the file (and the byte offset), in words a user can act on."""
     paths = expand_url(url)
     missing = [p for p in paths if not os.path.exists(p)]
     if not paths or missing:
         return (f"{len(missing) or 'all'} of {len(paths)} shard(s) do not exist (first: {(missing or [url])[0]}); "
                 f"check the path and the {{0000..0099}} range")
+    folders = [p for p in paths if os.path.isdir(p)]
+    if folders:
+        return (f"{folders[0]} is a folder, not a tar shard; give the shards' pattern, "
+                f"e.g. {os.path.join(folders[0], 'train-{0000..0099}.tar')}")
     unreadable = [p for p in paths if not os.access(p, os.R_OK)]
     if unreadable:
         return f"{len(unreadable)} shard(s) cannot be read (first: {unreadable[0]}); check permissions"
     corrupt = [p for p in paths if not tarfile.is_tarfile(p)]
     if corrupt:
         return f"{len(corrupt)} shard(s) are not tar files (first: {corrupt[0]})"
+    return whole_shards_problem(paths, cache_dir, "replace the shard, or leave it out of the pattern")
+
+
+def whole_shards_problem(paths: List[str], cache_dir: str, advice: str) -> str:
+    """'' when each shard reads to its end and holds a sample; else the first problem and `advice`."""
+    from workloads.shard_check import ShardDamaged, checked_samples
+
+    for path in paths:
+        try:
+            samples = checked_samples(path, cache_dir)
+        except ShardDamaged as exc:
+            return f"{exc}; {advice}"
+        if not samples:
+            return f"{path}: holds no samples (an empty tar); {advice}"
     return ""
+
+
+def made_synthetic_set(data) -> Optional[Path]:
+    """The folder of the synthetic shard set these data settings name, when it was made already."""
+    if data.kind == "images":
+        im = data.images
+        name = image_set_name(data.num_shards, data.samples_per_shard, im.height, im.width, im.quality, data.seed)
+    else:
+        name = shard_set_name(data.num_shards, data.samples_per_shard, data.seq_len, data.vocab_size, data.seed)
+    folder = Path(os.path.expanduser(data.cache_dir)) / name
+    return folder if folder.is_dir() else None
+
+
+def check_synthetic_shards(data) -> str:
+    """A synthetic set made by an earlier run, walked whole like a user's shards (a copy can be
+    damaged after it was made); '' when it is fine or not made yet."""
+    folder = made_synthetic_set(data)
+    if folder is None:
+        return ""
+    return whole_shards_problem(shard_urls(folder, data.num_shards), data.cache_dir,
+                                f"remove {folder} and the next run makes it again")

@@ -29,19 +29,26 @@ def halve_loader_batch(cfg) -> Optional[Dict[str, Any]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _shard_problem(url: str) -> Optional[str]:
+def _shard_problem(url: str, cache_dir: str) -> Optional[str]:
     from workloads.shards import check_local_shards
 
-    return check_local_shards(url)
+    return check_local_shards(url, cache_dir)
 
 
 def check_shards(cfg) -> None:
-    """Local shards that are missing, unreadable or not tar files fail here, not in a worker."""
+    """Shards that are missing, unreadable, not tar files, cut, garbled or empty fail here, not
+    in a worker: the user's (data.url) and a synthetic set an earlier run made, each walked whole."""
     url = cfg.data.url
     if url and "://" not in url and not url.startswith("pipe:"):
-        problem = _shard_problem(url)
+        problem = _shard_problem(url, cfg.data.cache_dir)
         if problem:
             raise ConfigError(f"data.url={url!r}: {problem}")
+    elif not url:
+        from workloads.shards import check_synthetic_shards
+
+        problem = check_synthetic_shards(cfg.data)
+        if problem:
+            raise ConfigError(problem)
 
 
 DALI_INSTALL = "pip install 'sweeper[dali]' (from a checkout: pip install -e '.[dali]')"

@@ -1,0 +1,129 @@
+"""Whole-shard checks before any trial: every tar header walked to the end, samples counted.
+
+Python's tarfile (and so webdataset, which reads tars as a stream) takes a header cut short
+or garbled for the end of the archive: no error, and the rest of the shard is never read.
+So each shard is walked here once, header by header (member data is skipped, not read),
+until its end-of-archive block; the walk's end must lie within the file. A shard that is
+cut, garbled or holds no sample is an error naming the file and the byte offset.
+
+A good shard's sample count is cached by its path, size and modification time (a file per
+shard under <cache_dir>/checked, written atomically), so a later run reads one small file
+instead of walking the tar again. Stdlib only: planning imports this, never torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tarfile
+from pathlib import Path
+from typing import Optional, Set
+
+BLOCK = tarfile.BLOCKSIZE
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+_SAMPLE_KEY = re.compile(r"^((?:.*/|)[^./]+)\.[^/]*$")      # webdataset's key: the path up to the first dot
+CACHE_VERSION = 1
+
+
+class ShardDamaged(Exception):
+    """A shard that cannot be read whole; the message names the file and the byte offset."""
+
+
+def _blocks(size: int) -> int:
+    return (size + BLOCK - 1) // BLOCK * BLOCK
+
+
+def _header(f, path: str, offset: int, total: int) -> Optional[tarfile.TarInfo]:
+    """The header at `offset`, or None at the end-of-archive block."""
+    buf = f.read(BLOCK)
+    if len(buf) < BLOCK:
+        what = "ends" if not buf else f"is cut inside a header ({len(buf)} of {BLOCK} bytes)"
+        raise ShardDamaged(f"{path}: {what} at byte {offset} of {total}, before the tar's end marker "
+                           f"(a truncated copy?)")
+    if buf.count(0) == BLOCK:
+        return None
+    try:
+        return tarfile.TarInfo.frombuf(buf, tarfile.ENCODING, "surrogateescape")
+    except tarfile.HeaderError as exc:
+        raise ShardDamaged(f"{path}: garbled tar header at byte {offset} ({exc})") from None
+
+
+def _long_name(f, info: tarfile.TarInfo) -> Optional[str]:
+    """The next member's name from a GNU long-name or a pax header (their data), else None."""
+    if info.type == tarfile.GNUTYPE_LONGNAME:
+        return f.read(info.size).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    if info.type in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
+        found = re.search(rb"\d+ path=([^\n]*)\n", f.read(info.size))
+        return found.group(1).decode("utf-8", "surrogateescape") if found else None
+    return None
+
+
+def count_samples(path: str) -> int:
+    """Walks the whole tar; returns its number of samples (webdataset keys). ShardDamaged when
+    a header is cut or garbled, a member's data runs past the end, or the end marker is missing."""
+    total = os.path.getsize(path)
+    keys: Set[str] = set()
+    offset, name = 0, None
+    with open(path, "rb") as f:
+        while True:
+            info = _header(f, path, offset, total)
+            if info is None:
+                return len(keys)
+            end = offset + BLOCK + _blocks(info.size)
+            if end > total:
+                raise ShardDamaged(f"{path}: member {info.name!r} at byte {offset} needs {info.size} bytes of data "
+                                   f"but the file ends at byte {total} (a truncated copy?)")
+            longer = _long_name(f, info)
+            if info.type in _REGULAR:
+                key = _SAMPLE_KEY.match(name or info.name)
+                if key:
+                    keys.add(key.group(1))
+            name = longer
+            offset = end
+            f.seek(offset)
+
+
+def _cache_file(path: str, cache_dir: str) -> Path:
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:20]
+    return Path(os.path.expanduser(cache_dir)) / "checked" / f"{digest}.json"
+
+
+def _stamp(path: str) -> dict:
+    st = os.stat(path)
+    return {"version": CACHE_VERSION, "path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def cached_count(path: str, cache_dir: str) -> Optional[int]:
+    """The sample count cached for this file as it is now (same path, size, mtime), else None."""
+    try:
+        entry = json.loads(_cache_file(path, cache_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    stamp = _stamp(path)
+    same = all(entry.get(k) == v for k, v in stamp.items())
+    return entry.get("samples") if same and isinstance(entry.get("samples"), int) else None
+
+
+def _remember(path: str, cache_dir: str, samples: int) -> None:
+    """Written atomically; a cache folder that cannot be written only costs the next walk."""
+    target = _cache_file(path, cache_dir)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f".{target.name}.{os.getpid()}")
+        staging.write_text(json.dumps({**_stamp(path), "samples": samples}))
+        os.replace(staging, target)
+    except OSError:
+        pass
+
+
+def checked_samples(path: str, cache_dir: str) -> int:
+    """The shard's sample count: from the cache when the file is unchanged, else by walking it
+    whole (ShardDamaged for a damaged one, which is never cached)."""
+    cached = cached_count(path, cache_dir)
+    if cached is not None:
+        return cached
+    samples = count_samples(path)
+    if samples:
+        _remember(path, cache_dir, samples)
+    return samples
