@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine_line  # noqa: E402
 from sweeper.analysis import stats  # noqa: E402
-from sweeper.analysis.cells import load_run, repeat_table  # noqa: E402
+from sweeper.analysis.load import load_run  # noqa: E402
+from sweeper.analysis.repeats import repeat_table  # noqa: E402
 
 CELL = ["data.num_workers=0", "data.num_shards=4", "data.samples_per_shard=128", "data.seq_len=256",
         "data.batch_size=16", "wandb.enabled=false", "report.enabled=false"]

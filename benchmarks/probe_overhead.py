@@ -22,7 +22,7 @@ than wall time.
 
 Needs torch, numpy, scipy and psutil (nvidia-ml-py for NVML on a GPU); not Ray, Hydra or webdataset.
 The model, the bare side's do-nothing probe, the bootstrap and the machine line are the package's
-own (workloads.model.GPT, workloads.distributed.NullProbe, sweeper.analysis.stats.bootstrap_ci,
+own (workloads.model.GPT, workloads.distributed.NullProbe, sweeper.analysis.bootstrap.bootstrap_ci,
 sweeper.fingerprint).
 """
 from __future__ import annotations
@@ -199,7 +199,7 @@ def measure(w: Workload, rounds: int, steps: int, warmup: int = WARMUP_STEPS, pa
 
 def bootstrap_median_ci(values: List[float]) -> Tuple[float, float]:
     """95% percentile-bootstrap interval of the median, by the analysis's own bootstrap."""
-    from sweeper.analysis.stats import bootstrap_ci
+    from sweeper.analysis.bootstrap import bootstrap_ci
 
     return bootstrap_ci(values, "p50", confidence=0.95, n_resamples=4000, seed=0)
 

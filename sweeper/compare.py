@@ -160,14 +160,14 @@ def differ_line(result: CellResult) -> str:
 
 
 def _repeat_values(run: Run, cell_id: str, metric: str):
-    from sweeper.analysis.cells import COLUMN
+    from sweeper.analysis.model import COLUMN
 
     table = run.analysis.repeats[run.analysis.repeats["cell_id"] == cell_id]
     return table[COLUMN[metric]].dropna().to_numpy(dtype=float), list(table["trial_id"])
 
 
 def _cell_figure(run: Run, cell_id: str, metric: str) -> float:
-    from sweeper.analysis.cells import COLUMN
+    from sweeper.analysis.model import COLUMN
 
     cells = run.analysis.cells
     return float(cells.loc[cells["cell_id"] == cell_id, COLUMN[metric]].iloc[0])
@@ -177,7 +177,7 @@ def _pooled_steps(run: Run, trial_ids: Sequence[str]) -> Tuple[Any, Any]:
     """(seconds, items) of the cell's measured steps."""
     import numpy as np
 
-    from sweeper.analysis.cells import measured_steps
+    from sweeper.analysis.repeats import measured_steps
 
     steps = measured_steps(run.data.steps)
     steps = steps[steps["trial_id"].isin(trial_ids)]
@@ -186,12 +186,12 @@ def _pooled_steps(run: Run, trial_ids: Sequence[str]) -> Tuple[Any, Any]:
 
 
 def _steps_ratio(base: Run, cand: Run, a_trials, b_trials, metric: str) -> Tuple[float, float, float]:
-    from sweeper.analysis import stats
+    from sweeper.analysis import bootstrap
 
     (sa, ia), (sb, ib) = _pooled_steps(base, a_trials), _pooled_steps(cand, b_trials)
     if metric == "throughput":
-        return stats.throughput_ratio_ci(sa, ia, sb, ib)
-    return stats.ratio_ci(sa, sb, metric)
+        return bootstrap.throughput_ratio_ci(sa, ia, sb, ib)
+    return bootstrap.ratio_ci(sa, sb, metric)
 
 
 def _beyond(ratio: float, max_ratio: float, metric: str) -> bool:

@@ -111,17 +111,13 @@ def footer(data, isolation: str, run_path: str) -> str:
 
 
 def verdicts_text(analysis) -> str:
-    """The verdicts, noise floor, recommendation and notes, from the tables report.md prints."""
-    from sweeper.analysis.recommend import recommendation_lines
+    """The verdicts, noise floor, recommendation, notes, warnings, fleet, and last each
+    microbenchmark's own comparison, from the tables report.md prints. A run with nothing to
+    judge (each cell alone in its stratum) has no verdicts, noise floor or recommendation."""
     from sweeper.analysis.text import text_table
     from sweeper.report import tables
 
-    header, rows = tables.verdicts(analysis)
-    numeric = {i for i, h in enumerate(header) if h not in ("cell", "stratum") and not h.endswith("verdict")}
-    title = tables.verdicts_title(analysis)
-    lines = [f"{title[0].lower()}{title[1:]}:", text_table(header, rows, numeric) if rows else "  no cells",
-             tables.judged(analysis), tables.noise_floor(analysis), "", "recommendation:"]
-    lines += [f"  {line}" for line in recommendation_lines(analysis)]
+    lines = _judged_text(analysis) if analysis.judged_strata() else []
     if analysis.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in analysis.notes]
     warnings = tables.pitfall_lines(analysis)
@@ -132,4 +128,21 @@ def verdicts_text(analysis) -> str:
         numeric = {i for i, h in enumerate(header) if h not in ("cell", "device", "node", "verdict", "outlier")}
         lines += ["", "fleet: each device against its peers (significantly slower and beyond the minimum "
                   "effect: OUTLIER):", text_table(header, rows, numeric)]
-    return "\n".join(lines)
+    pairs = tables.pairs(analysis)
+    if pairs:     # last: what a run of microbenchmarks is for
+        lines += ["", "each microbenchmark's own comparison (a / b):"] + [f"  {line}" for line in pairs]
+    return "\n".join(lines).lstrip("\n")
+
+
+def _judged_text(analysis) -> list:
+    """The verdict table, what it judged, the noise floor and the recommendation."""
+    from sweeper.analysis.recommend import recommendation_lines
+    from sweeper.analysis.text import text_table
+    from sweeper.report import tables
+
+    header, rows = tables.verdicts(analysis)
+    numeric = {i for i, h in enumerate(header) if h not in ("cell", "stratum") and not h.endswith("verdict")}
+    title = tables.verdicts_title(analysis)
+    lines = [f"{title[0].lower()}{title[1:]}:", text_table(header, rows, numeric) if rows else "  no cells",
+             tables.judged(analysis), tables.noise_floor(analysis), "", "recommendation:"]
+    return lines + [f"  {line}" for line in recommendation_lines(analysis)]

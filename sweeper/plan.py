@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from sweeper.analysis.text import same_value
+from sweeper.analysis import strata
 from sweeper.errors import ConfigError
 from sweeper.schema import TRIAL_SECTIONS, TrialConfig, is_measurement, key_role, swept_value, trial_config
 from sweeper.spec import Wants, spec_for
@@ -215,35 +215,31 @@ def default_distance(cell: Trial) -> int:
 
 
 def _value(cell: Trial, key: str) -> Any:
-    return cell.workload if key == "workload" else cell.swept.get(key, swept_value(cell.config, key))
+    if key == strata.WORKLOAD:
+        return cell.workload
+    column = strata.resolve(key, list(cell.swept))
+    return cell.swept[column] if column is not None else swept_value(cell.config, key)
 
 
-def _matches(cell: Trial, wanted: Dict[str, str]) -> bool:
-    # typed, as the analysis matches: a swept 1.0 matches "1.0" and "1"
-    return all(same_value(_value(cell, k), v) for k, v in wanted.items())
+def _lookup(cell: Trial) -> strata.Lookup:
+    return lambda key: _value(cell, key)
 
 
 def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
-    """Index of the baseline cell: the one `spec` ("key=value key=value") names, else the
-    grid point nearest the defaults (the first such, in grid order)."""
+    """Index of the baseline cell: the one `spec` ("key=value key=value") names (the rule of
+    sweeper.analysis.strata), else the grid point nearest the defaults (the first such, in grid order)."""
     if spec:
-        wanted = dict(part.split("=", 1) for part in spec.split())
-        found = [i for i, c in enumerate(cells) if _matches(c, wanted)]
-        if not found:
+        found = strata.first_match([_lookup(c) for c in cells], spec)
+        if found is None:
             raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of this sweep")
-        return found[0]
+        return found
     return min(range(len(cells)), key=lambda i: (default_distance(cells[i]), i))
 
 
 def strata_of(cells: Sequence[Trial], compare_within: Sequence[str]) -> List[List[int]]:
-    """Cell indices per stratum, in grid order: cells share one when they have the same values of
-    `compare_within` (and the same workload, when the sweep runs several). One stratum without."""
-    keys = (["workload"] if len({c.workload for c in cells}) > 1 else []) + \
-        [k for k in compare_within if k != "workload"]
-    groups: Dict[tuple, List[int]] = {}
-    for i, c in enumerate(cells):
-        groups.setdefault(tuple(repr(_value(c, k)) for k in keys), []).append(i)
-    return list(groups.values())
+    """Cell indices per stratum, in grid order (sweeper.analysis.strata). One stratum without."""
+    keys = strata.strata_keys(compare_within, len({c.workload for c in cells}))
+    return strata.groups([_lookup(c) for c in cells], keys)
 
 
 def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: Sequence[str] = ()) -> List[int]:
@@ -253,8 +249,7 @@ def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: 
     strata = strata_of(cells, compare_within)
     if len(strata) == 1:
         return [pick_baseline(cells, spec)]
-    keys = set(compare_within) | {"workload"}
-    wanted = " ".join(t for t in (spec or "").split() if t.split("=", 1)[0] not in keys) or None
+    wanted = strata.within_stratum(spec, [*compare_within, strata.WORKLOAD])
     out = []
     for members in strata:
         if len(members) < 2:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +33,8 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from sweeper.measure.profiles import Profile
-from sweeper.measure.rules import (GrowthRule, SettleRule, counted_seconds, cycle_seconds, growth_warning,
-                                   is_growing, linear_growth, phases_fit, settle_verdict)
+from sweeper.measure.rules import (GrowthRule, SettleRule, counted_seconds, counts, cycle_seconds, growth_warning,
+                                   is_growing, linear_growth, phases_fit, settle_verdict, throughput)
 from sweeper.measure.sampler import Sampler, aligned_columns
 from sweeper.measure.timers import Clock, HostTimer
 
@@ -234,7 +235,7 @@ class Probe:
 
     def _check_growth(self) -> None:
         readings = self._memory_readings()
-        measured = [r["step"] for r in self._rows if not r["warmup"] and not r.get("aborted")]
+        measured = [r["step"] for r in self._rows if counts(r)]
         points = [(s, readings[s]["mem_workers_uss_mb"]) for s in measured
                   if s in readings and readings[s].get("mem_workers_n", 0) > 0]
         growth = linear_growth([p[0] for p in points], [p[1] for p in points])
@@ -323,7 +324,7 @@ class Probe:
                 row[column] = float(value)
 
     def measured(self, rows: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
-        return [r for r in (self.rows if rows is None else rows) if not r["warmup"] and not r.get("aborted")]
+        return [r for r in (self.rows if rows is None else rows) if counts(r)]
 
     def summary(self, rows: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
         """Figures over the measured (non-warm-up) steps; `rows`: self.rows, when already read."""
@@ -333,10 +334,9 @@ class Probe:
             return out
         step_s = np.array([r["step_s"] for r in rows])
         out.update(_spread("step", step_s))
-        items = [r["items"] for r in rows if r.get("items") is not None]
-        counted = counted_seconds(step_s, [r.get("cycle_s") for r in rows])
-        if len(items) == len(rows) and counted.sum() > 0:
-            out["items_per_s"] = float(np.sum(items) / counted.sum())
+        rate = throughput([r.get("items") for r in rows], counted_seconds(step_s, [r.get("cycle_s") for r in rows]))
+        if not math.isnan(rate):
+            out["items_per_s"] = rate
         for key in sorted({k for r in rows for k in r if k.startswith("phase_") and k.endswith("_s")}):
             values = np.array([r.get(key, 0.0) for r in rows])
             out.update(_spread(key[:-2], values))

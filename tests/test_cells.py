@@ -1,4 +1,5 @@
 """sweeper.analysis.cells and .recommend: synthetic frames with known answers, then a real run."""
+import dataclasses
 import math
 from pathlib import Path
 
@@ -6,8 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.analysis import cells, recommend, stats
-from sweeper.analysis.run import analyze_run
+from sweeper.analysis import recommend, stats
+from sweeper.analysis.cells import cell_table, trial_memory
+from sweeper.analysis.load import load_run, normalise
+from sweeper.analysis.repeats import repeat_table
+from sweeper.analysis.run import analyze, analyze_run
 from sweeper.results import load
 from sweeper.schema import AnalysisConfig, ConstraintsConfig
 from tests.synthetic_runs import LOADER_SPEC, loader_run, steady, write_run
@@ -42,7 +46,7 @@ EMPTY = pd.DataFrame()
 def test_verdicts_faster_slower_same_and_failed():
     summary = _summary({"c0": _around(0.010, 16), "c1": _around(0.020, 8, seed=1),
                         "c2": _around(0.007, 8, seed=2), "c3": _around(0.010, 8, seed=3), "c4": [None, None]})
-    a = cells.analyze(summary, EMPTY)
+    a = analyze(summary, EMPTY)
     v = a.verdicts.set_index("cell_id")
     assert a.baseline_id == "c0" and list(a.verdicts["cell_id"])[0] == "c0"
     assert v.loc["c0", "verdict"] == "baseline"
@@ -62,13 +66,13 @@ def test_verdict_uses_the_chosen_metric():
     # p95 differs (x 1.5), p50 does not
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010, 10, seed=1)})
     summary.loc[summary["cell_id"] == "c1", "step_p95_s"] *= 1.5
-    assert cells.analyze(summary, EMPTY).verdicts.set_index("cell_id").loc["c1", "verdict"] == "no detectable change"
-    a95 = cells.analyze(summary, EMPTY, AnalysisConfig(metric="p95"))
+    assert analyze(summary, EMPTY).verdicts.set_index("cell_id").loc["c1", "verdict"] == "no detectable change"
+    a95 = analyze(summary, EMPTY, AnalysisConfig(metric="p95"))
     assert a95.verdicts.set_index("cell_id").loc["c1", "verdict"] == "slower"
 
 
 def test_single_repeats_are_too_few_and_say_so():
-    a = cells.analyze(_summary({"c0": [0.01], "c1": [0.02]}), EMPTY)
+    a = analyze(_summary({"c0": [0.01], "c1": [0.02]}), EMPTY)
     assert a.verdicts.set_index("cell_id").loc["c1", "verdict"] == stats.TOO_FEW
     assert any("one repeat per cell" in n for n in a.notes)
     assert a.noise_floor is None
@@ -78,11 +82,11 @@ def test_holm_family_too_large_for_the_repeats_is_too_few():
     # 3 vs 6 repeats: the smallest p is 2/84 = 0.024 < 0.05, but x 3 comparisons it cannot pass
     values = {"c0": _around(0.01, 6), "c1": _around(0.02, 3, seed=1), "c2": _around(0.02, 3, seed=2),
               "c3": _around(0.02, 3, seed=3)}
-    a = cells.analyze(_summary(values), EMPTY)
+    a = analyze(_summary(values), EMPTY)
     assert set(a.verdicts["verdict"][1:]) == {stats.TOO_FEW}
     assert any("Holm" in n for n in a.notes)
     # the same data, one comparison: now detectable
-    two = cells.analyze(_summary({"c0": values["c0"], "c1": values["c1"]}), EMPTY)
+    two = analyze(_summary({"c0": values["c0"], "c1": values["c1"]}), EMPTY)
     assert two.verdicts.set_index("cell_id").loc["c1", "verdict"] == "slower"
 
 
@@ -93,32 +97,32 @@ def test_noise_floor_splits_the_baseline_in_run_order():
     summary = _summary({"c0": [v * (1 + 0.001 * r) for r, v in enumerate(values)], "c1": _around(0.01, 5)})
     position = [r // 2 if r % 2 == 0 else 5 + r // 2 for r in range(10)]   # even repeats ran first
     summary.loc[summary["cell_id"] == "c0", "started_at"] = [1000.0 + p for p in position]
-    floor = cells.analyze(summary, EMPTY).noise_floor
+    floor = analyze(summary, EMPTY).noise_floor
     assert (floor.n_a, floor.n_b) == (5, 5)
     assert floor.verdict == "no detectable change"
-    by_repeat = cells.analyze(summary.assign(started_at=None), EMPTY).noise_floor   # no start times
+    by_repeat = analyze(summary.assign(started_at=None), EMPTY).noise_floor   # no start times
     assert by_repeat.verdict == "slower"
 
 
 def test_baseline_from_the_config_overrides_the_plan():
     summary = _summary({"c0": _around(0.01, 6), "c1": _around(0.02, 6, seed=1)})
-    a = cells.analyze(summary, EMPTY, AnalysisConfig(baseline="num_workers=1"))   # short key
+    a = analyze(summary, EMPTY, AnalysisConfig(baseline="num_workers=1"))   # short key
     assert a.baseline_id == "c1"
     assert a.verdicts.set_index("cell_id").loc["c0", "verdict"] == "faster"
-    assert cells.analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=1")).baseline_id == "c1"
-    missing = cells.analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=7"))
+    assert analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=1")).baseline_id == "c1"
+    missing = analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=7"))
     assert missing.baseline_id is None and "matches no cell" in missing.notes[0]
 
 
 def test_unmarked_run_uses_the_first_cell_and_says_so():
     summary = _summary({"c0": [0.01], "c1": [0.02]}).assign(is_baseline=False)
-    a = cells.analyze(summary, EMPTY)
+    a = analyze(summary, EMPTY)
     assert a.baseline_id == "c0" and "first cell" in a.notes[0]
 
 
 def test_records_older_than_repeats_get_cell_ids():
     frame = pd.DataFrame([{"trial_id": "abc", "status": "ok"}, {"trial_id": "def-1", "status": "ok"}])
-    out = cells.normalise(frame)
+    out = normalise(frame)
     assert list(out["cell_id"]) == ["abc", "def"] and list(out["repeat"]) == [0, 0]
     assert not out["is_baseline"].any()
 
@@ -127,7 +131,7 @@ def test_throughput_is_the_default_metric_and_larger_is_faster():
     # c1 moves 1.5x the items per second of the baseline, c2 two thirds of it
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010 / 1.5, 6, seed=1),
                         "c2": _around(0.015, 6, seed=2)})
-    a = cells.analyze(summary, EMPTY)
+    a = analyze(summary, EMPTY)
     v = a.verdicts.set_index("cell_id")
     assert a.metric == "throughput"
     assert v.loc["c1", "throughput_ratio"] == pytest.approx(1.5, rel=0.03)     # cell / baseline items/s
@@ -147,17 +151,17 @@ def test_significant_but_smaller_than_min_effect_reads_within():
     # 3% more throughput, tight noise: significant after Holm, but under the 5% minimum
     summary = _summary({"c0": _around(0.0100, 10, spread=0.002), "c1": _around(0.0100 / 1.03, 8, 0.002, seed=1),
                         "c2": _around(0.0100 / 1.20, 8, 0.002, seed=2)})
-    a = cells.analyze(summary, EMPTY)
+    a = analyze(summary, EMPTY)
     v = a.verdicts.set_index("cell_id")
     assert v.loc["c1", "throughput_p_adj"] < 0.05
     assert v.loc["c1", "verdict"] == "within 5%" and v.loc["c2", "verdict"] == "faster"
-    assert cells.analyze(summary, EMPTY, AnalysisConfig(min_effect=0.02)).verdicts \
+    assert analyze(summary, EMPTY, AnalysisConfig(min_effect=0.02)).verdicts \
         .set_index("cell_id").loc["c1", "verdict"] == "faster"
-    assert cells.analyze(summary, EMPTY, AnalysisConfig(min_effect=0.1)).verdicts \
+    assert analyze(summary, EMPTY, AnalysisConfig(min_effect=0.1)).verdicts \
         .set_index("cell_id").loc["c1", "verdict"] == "within 10%"
     # a change that small is never recommended over the baseline
     only_small = _summary({"c0": _around(0.0100, 10, spread=0.002), "c1": _around(0.0100 / 1.03, 8, 0.002, seed=1)})
-    assert recommend.recommend(cells.analyze(only_small, EMPTY)).is_baseline
+    assert recommend.recommend(analyze(only_small, EMPTY)).is_baseline
 
 
 def test_a_loader_whose_p50_and_throughput_disagree_is_judged_on_throughput(tmp_path):
@@ -188,7 +192,7 @@ def test_headline_figures_and_memory_come_from_the_workload_spec(tmp_path):
                               "headline": [["time_to_first_batch_s", "first batch ms", 1e3, 1]]})
     data, a = analyze_run(run, AnalysisConfig(), records=records)
     assert a.workload.items_label == "tokens" and a.workload.memory == "gpu_mem_gb"
-    assert a.workload.headline == [("time_to_first_batch_s", "first batch ms", 1e3, 1)]
+    assert a.workload.headline == (("time_to_first_batch_s", "first batch ms", 1e3, 1),)
     firsts = [r["figures"]["time_to_first_batch_s"] for r in records if r["cell_id"] == "b"]
     assert a.cells.set_index("cell_id").loc["b", "time_to_first_batch_s"] == pytest.approx(np.median(firsts))
     # a headline figure no trial recorded is no column
@@ -199,8 +203,8 @@ def test_headline_figures_and_memory_come_from_the_workload_spec(tmp_path):
     _, a2 = analyze_run(run2, AnalysisConfig(), n_resamples=10)
     assert [h[0] for h in a2.workload.headline] == ["time_to_first_batch_s"] and "mfu" not in a2.cells
     # records older than specs: items, the first-batch time when recorded, memory from what the cells hold
-    old = cells.load_run(DATA / "dataloader-r5")
-    view = cells.analyze(old.summary, old.steps, records=old.records, n_resamples=100).workload
+    old = load_run(DATA / "dataloader-r5")
+    view = analyze(old.summary, old.steps, records=old.records, n_resamples=100).workload
     assert (view.items_label, view.memory) == ("items", "host_mem_gb")
     assert [h[0] for h in view.headline] == ["time_to_first_batch_s"]
 
@@ -219,11 +223,11 @@ def _steps(trial_ids, n=40, seed=0):
 def test_cell_table_from_steps_leaves_out_warmup():
     summary = _summary({"c0": [0.01, 0.01, 0.01], "c1": [0.01]})
     steps = _steps(summary["trial_id"])
-    table = cells.cell_table(summary, steps, n_resamples=200).set_index("cell_id")
+    table = cell_table(summary, steps, n_resamples=200).set_index("cell_id")
     c0, c1 = table.loc["c0"], table.loc["c1"]
     assert c0["steps"] == 120 and c1["steps"] == 40                        # warm-up (1 s steps) left out
     assert c0["ci_over"] == "repeats" and c1["ci_over"] == "steps"
-    for name in cells.CELL_STATISTICS + ("items_per_s",):
+    for name in ("p50", "p95", "mean", "std", "cv", "items_per_s"):
         assert c0[f"{name}_low"] <= c0[name] <= c0[f"{name}_high"], name
     measured = steps[(~steps["warmup"]) & steps["trial_id"].str.startswith("c0")]
     per_repeat = measured.groupby("trial_id")["step_s"]
@@ -241,20 +245,20 @@ def test_items_per_s_counts_each_steps_cycle_where_the_probe_recorded_one():
     steps = _steps(summary["trial_id"])
     steps["cycle_s"] = steps["step_s"] + 0.002            # 2 ms between steps
     steps.loc[steps["trial_id"] == "c0-1", "cycle_s"] = np.nan    # an older trial: its steps' own time
-    table = cells.cell_table(summary, steps, n_resamples=200).set_index("cell_id")
+    table = cell_table(summary, steps, n_resamples=200).set_index("cell_id")
     measured = steps[~steps["warmup"]]
     rate = {t: 32 * len(g) / g["cycle_s"].fillna(g["step_s"]).sum() for t, g in measured.groupby("trial_id")}
     assert table.loc["c0", "items_per_s"] == pytest.approx(np.median([rate["c0-0"], rate["c0-1"], rate["c0-2"]]))
     assert table.loc["c0", "items_per_s_low"] <= table.loc["c0", "items_per_s"] <= table.loc["c0", "items_per_s_high"]
     assert table.loc["c1", "items_per_s"] == pytest.approx(rate["c1-0"])          # one repeat: over its steps
     assert table.loc["c1", "items_per_s_high"] < 32 * 40 / measured.loc[measured["trial_id"] == "c1-0", "step_s"].sum()
-    repeats = cells.repeat_table(summary, steps).set_index("trial_id")
+    repeats = repeat_table(summary, steps).set_index("trial_id")
     assert repeats.loc["c0-0", "items_per_s"] == pytest.approx(rate["c0-0"])
 
 
 def test_repeat_table_prefers_steps_over_the_summary():
     summary = _summary({"c0": [0.5, 0.5]})
-    table = cells.repeat_table(summary, _steps(["c0-0"]))
+    table = repeat_table(summary, _steps(["c0-0"]))
     assert table.loc[0, "p50"] == pytest.approx(0.01, rel=0.1)             # from its steps
     assert table.loc[1, "p50"] == 0.5                                      # no steps: from the summary
 
@@ -262,12 +266,12 @@ def test_repeat_table_prefers_steps_over_the_summary():
 def test_trial_memory_sources():
     steps = pd.DataFrame({"mem_main_pss_mb": [100.0, np.nan, 300.0], "mem_workers_pss_mb": [50.0, np.nan, np.nan],
                           "gpu_mem_peak_reserved_mb": [1000.0, 2000.0, np.nan]})
-    got = cells.trial_memory(pd.Series({}, dtype=object), steps)
+    got = trial_memory(pd.Series({}, dtype=object), steps)
     assert got == {"gpu_mem_gb": 2.0, "host_mem_gb": 0.3}                  # max of the per-step sums
     maxima = pd.Series({"mem_main_pss_mb_max": 100.0, "mem_workers_pss_mb_max": 60.0})
-    assert cells.trial_memory(maxima, None)["host_mem_gb"] == pytest.approx(0.16)
-    assert cells.trial_memory(pd.Series({"peak_gpu_mem_gb": 7.5}), None)["gpu_mem_gb"] == 7.5
-    assert all(math.isnan(v) for v in cells.trial_memory(pd.Series({}, dtype=object), None).values())
+    assert trial_memory(maxima, None)["host_mem_gb"] == pytest.approx(0.16)
+    assert trial_memory(pd.Series({"peak_gpu_mem_gb": 7.5}), None)["gpu_mem_gb"] == 7.5
+    assert all(math.isnan(v) for v in trial_memory(pd.Series({}, dtype=object), None).values())
 
 
 # --------------------------------------------------------------------------- recommendation
@@ -275,7 +279,7 @@ def test_trial_memory_sources():
 
 def test_recommends_the_largest_significant_gain():
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.008, 6, seed=1), "c2": _around(0.005, 6, seed=2)})
-    rec = recommend.recommend(cells.analyze(summary, EMPTY))
+    rec = recommend.recommend(analyze(summary, EMPTY))
     assert rec.cell_id == "c2" and rec.verdict == "faster" and not rec.is_baseline
     assert rec.gain == pytest.approx(1.0, rel=0.05)                          # 2x faster: +100%
     assert rec.gain_low <= rec.gain <= rec.gain_high
@@ -286,7 +290,7 @@ def test_recommends_the_largest_significant_gain():
 def test_constraints_exclude_and_unrecorded_ones_are_ignored():
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.008, 6, seed=1), "c2": _around(0.005, 6, seed=2)})
     cfg = AnalysisConfig(constraints=ConstraintsConfig(max_cpus=2, max_gpu_mem_gb=10))
-    rec = recommend.recommend(cells.analyze(summary, EMPTY, cfg), cfg)
+    rec = recommend.recommend(analyze(summary, EMPTY, cfg), cfg)
     assert rec.cell_id == "c1"                                               # c2 asks for 3 CPUs
     assert rec.applied == ["max_cpus=2 CPUs"] and rec.excluded == ["num_workers=2"]
     assert "no gpu_mem_gb" in rec.ignored[0] and "ignored" in rec.ignored[0]
@@ -297,13 +301,13 @@ def test_memory_constraint_uses_recorded_peaks():
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.005, 6, seed=1), "c2": _around(0.008, 6, seed=2)},
                        extra=extra)
     cfg = AnalysisConfig(constraints=ConstraintsConfig(max_gpu_mem_gb=16))
-    rec = recommend.recommend(cells.analyze(summary, EMPTY, cfg), cfg)
+    rec = recommend.recommend(analyze(summary, EMPTY, cfg), cfg)
     assert rec.cell_id == "c2" and rec.applied == ["max_gpu_mem_gb=16 GB"] and not rec.ignored
 
 
 def test_nothing_detectably_faster_keeps_the_baseline():
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.0099, 6, seed=1)})
-    rec = recommend.recommend(cells.analyze(summary, EMPTY))
+    rec = recommend.recommend(analyze(summary, EMPTY))
     assert rec.is_baseline and rec.cell_id == "c0"
     lines = recommend.format_recommendation(rec)
     assert any("keep the baseline" in line for line in lines)
@@ -315,10 +319,9 @@ def test_per_item_objective_when_batch_size_is_swept():
     # the recommendation ranks by time per item
     summary = _summary({"c0": _around(0.010, 10), "c1": _around(0.010, 6, seed=1)}, axis="data.batch_size")
     summary.loc[summary["cell_id"] == "c1", "items_per_s"] *= 2
-    a = cells.analyze(summary, EMPTY, AnalysisConfig(metric="p50"))
+    a = analyze(summary, EMPTY, AnalysisConfig(metric="p50"))
     summary_mean = a.repeats.assign(mean=summary["step_mean_s"].to_numpy())
-    a.repeats = summary_mean
-    rec = recommend.recommend(a)
+    rec = recommend.recommend(dataclasses.replace(a, repeats=summary_mean))
     assert rec.objective == recommend.PER_ITEM and rec.cell_id == "c1"
     assert rec.gain == pytest.approx(1.0, rel=0.05)
 
@@ -336,8 +339,8 @@ def test_results_load_real_run():
 
 
 def test_analysis_of_a_real_dataloader_run():
-    data = cells.load_run(DATA / "dataloader-r5")
-    a = cells.analyze(data.summary, data.steps)
+    data = load_run(DATA / "dataloader-r5")
+    a = analyze(data.summary, data.steps)
     v = a.verdicts.set_index("cell")
     assert v.loc["num_workers=0 pin_memory=False", "verdict"] == "baseline"
     assert v.loc["num_workers=0 pin_memory=False", "repeats"] == 10

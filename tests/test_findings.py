@@ -17,13 +17,12 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis import pitfalls
-from sweeper.analysis.cells import analyze
 from sweeper.analysis.overlap import loader_words, trial_overlap
 from sweeper.analysis.cost import unpriced_line
 from sweeper.analysis.recommend import format_recommendation
 from sweeper.executors.local import gpu_models
 from sweeper.results import summary_frame
-from sweeper.analysis.run import cell_summary
+from sweeper.analysis.run import analyze, cell_summary
 from sweeper.errors import ConfigError
 from sweeper.schema import AnalysisConfig, CostConfig, RootConfig
 

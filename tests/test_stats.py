@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from sweeper.analysis import stats
+from sweeper.analysis import bootstrap, stats
 
 SAMPLES = [3.1, 2.7, 2.9, 3.4, 5.0, 2.8, 3.0, 3.3, 2.95, 3.05]
 
@@ -62,9 +62,11 @@ def test_describe_drops_failed_measurements():
     assert stats.describe([1.0, math.nan, 3.0]) == stats.describe([1.0, 3.0])
 
 
-@pytest.mark.parametrize("q", [0, 25, 50, 90, 95, 100])
-def test_percentile_matches_numpy(q):
-    assert stats.percentile(SAMPLES, q) == pytest.approx(np.percentile(SAMPLES, q))
+@pytest.mark.parametrize("q, expected", [(0, 1.0), (25, 1.75), (50, 2.5), (90, 3.7), (100, 4.0)])
+def test_percentile_interpolates_linearly_between_order_statistics(q, expected):
+    # n = 4: the q-th percentile sits at rank q/100 * 3 between the sorted values 1, 2, 3, 4
+    assert stats.percentile([4.0, 1.0, 3.0, 2.0], q) == pytest.approx(expected)
+    assert stats.percentile([1.0, math.nan, 2.0, 3.0, 4.0], q) == pytest.approx(expected)   # a failed step left out
 
 
 def test_percentile_pinned_and_empty():
@@ -81,7 +83,7 @@ def test_percentile_pinned_and_empty():
     ("mean", lambda x, axis: np.mean(x, axis=axis), "BCa"),
 ])
 def test_bootstrap_ci_equals_scipy(statistic, fn, method):
-    ours = stats.bootstrap_ci(SAMPLES, statistic, confidence=0.9, n_resamples=1000, seed=7)
+    ours = bootstrap.bootstrap_ci(SAMPLES, statistic, confidence=0.9, n_resamples=1000, seed=7)
     ref = sps.bootstrap((np.array(SAMPLES),), fn, confidence_level=0.9, n_resamples=1000,
                         method=method, rng=np.random.default_rng(7)).confidence_interval
     assert ours == (ref.low, ref.high)
@@ -91,24 +93,24 @@ def test_bootstrap_ci_callable_and_seed():
     def spread(x, axis=-1):
         return np.max(x, axis=axis) - np.min(x, axis=axis)
 
-    ours = stats.bootstrap_ci(SAMPLES, spread, n_resamples=500, seed=3)
+    ours = bootstrap.bootstrap_ci(SAMPLES, spread, n_resamples=500, seed=3)
     ref = sps.bootstrap((np.array(SAMPLES),), spread, n_resamples=500, method="percentile",
                         rng=np.random.default_rng(3)).confidence_interval
     assert ours == (ref.low, ref.high)
-    seeded = [stats.bootstrap_ci(SAMPLES, "mean", seed=seed) for seed in (1, 2)]
+    seeded = [bootstrap.bootstrap_ci(SAMPLES, "mean", seed=seed) for seed in (1, 2)]
     assert seeded[0] != seeded[1]
 
 
 def test_bootstrap_ci_too_few_and_bad_name():
-    assert all(math.isnan(v) for v in stats.bootstrap_ci([1.0]))
-    assert all(math.isnan(v) for v in stats.bootstrap_ci([]))
+    assert all(math.isnan(v) for v in bootstrap.bootstrap_ci([1.0]))
+    assert all(math.isnan(v) for v in bootstrap.bootstrap_ci([]))
     with pytest.raises(ValueError, match="p50"):
-        stats.bootstrap_ci(SAMPLES, "median")
+        bootstrap.bootstrap_ci(SAMPLES, "median")
 
 
 def test_throughput_ci():
     seconds = [0.10, 0.20, 0.10, 0.20, 0.15, 0.12]
-    point, low, high = stats.throughput_ci(seconds, 32, n_resamples=1000, seed=0)
+    point, low, high = bootstrap.throughput_ci(seconds, 32, n_resamples=1000, seed=0)
     assert point == pytest.approx(6 * 32 / 0.87)
     items = np.full(6, 32.0)
     ref = sps.bootstrap((items, np.array(seconds)), lambda i, s, axis: i.sum(axis) / s.sum(axis),
@@ -119,13 +121,13 @@ def test_throughput_ci():
 
 
 def test_throughput_ci_single_step():
-    point, low, high = stats.throughput_ci([0.5], [10])
+    point, low, high = bootstrap.throughput_ci([0.5], [10])
     assert point == 20.0 and math.isnan(low) and math.isnan(high)
 
 
 def test_ratio_of_medians_ci_equals_scipy():
     a, b = _lognormal(1, 6), _lognormal(2, 7) * 1.1
-    ratio, low, high = stats.ratio_of_medians_ci(a, b, n_resamples=1000, seed=4)
+    ratio, low, high = bootstrap.ratio_of_medians_ci(a, b, n_resamples=1000, seed=4)
     assert ratio == pytest.approx(np.median(b) / np.median(a))
     ref = sps.bootstrap((a, b), lambda x, y, axis: np.median(y, axis) / np.median(x, axis),
                         n_resamples=1000, method="percentile",
@@ -181,10 +183,15 @@ def test_compare_cells_pinned():
     assert c.verdict == stats.NO_CHANGE  # 0.057 > alpha
 
 
-def test_compare_cells_p_equals_scipy_exact():
-    a, b = _lognormal(10, 7), _lognormal(11, 9)
-    c = stats.compare_cells(a, b)
-    assert c.p_value == sps.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+@pytest.mark.parametrize("a, b, p", [
+    ([1, 2, 3], [4, 5, 6], 2 / 20),                   # U = 0: 1 of C(6, 3) = 20 arrangements each way
+    ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], 2 / 252),     # U = 0 of C(10, 5) = 252
+    ([1, 2, 3, 6], [4, 5, 7, 8], 8 / 70),             # U = 2: 4 of 70 arrangements have U <= 2, both tails
+])
+def test_compare_cells_p_is_the_exact_mann_whitney_count(a, b, p):
+    assert stats.compare_cells(a, b).p_value == pytest.approx(p)
+    assert stats.compare_cells(b, a).p_value == pytest.approx(p)                      # two-sided: symmetric
+    assert stats.compare_cells(np.log(a), np.log(b)).p_value == pytest.approx(p)      # ranks only
 
 
 def test_compare_cells_ties_use_exact_permutation():
@@ -289,35 +296,14 @@ def test_aa_false_positive_rate_repeats_vs_pooled_steps():
     assert pooled_rate > 0.3
 
 
-def test_hierarchical_bootstrap_ci():
-    steps = _simulate_steps(np.random.default_rng(7), (2, 5))
-    a, b = list(steps[0]), list(steps[1])
-    ratio, low, high = stats.hierarchical_bootstrap_ci(a, b, n_resamples=1000, seed=1)
-    assert ratio == pytest.approx(np.median(steps[1]) / np.median(steps[0]))
-    assert low < 1.0 < high
-    _, low20, high20 = stats.hierarchical_bootstrap_ci(a, [x * 1.2 for x in b],
-                                                       n_resamples=1000, seed=1)
-    assert low20 > 1.0
-    # a bootstrap over pooled steps hides the process spread: its interval is narrower
-    _, flat_low, flat_high = stats.ratio_of_medians_ci(steps[0].ravel(), steps[1].ravel(),
-                                                       n_resamples=1000, seed=1)
-    assert (flat_high - flat_low) < (high - low) / 2
-
-
-def test_hierarchical_bootstrap_too_few_repeats():
-    ratio, low, high = stats.hierarchical_bootstrap_ci([[1.0, 2.0]], [[2.0, 4.0], [2.0, 4.0]])
-    assert ratio == pytest.approx(2.0)
-    assert math.isnan(low) and math.isnan(high)
-
-
 # --------------------------------------------------------------------------- one cell, over repeats
 
 
 @pytest.mark.parametrize("name, fn", [("std", lambda x: np.std(x, ddof=1)),
                                       ("cv", lambda x: np.std(x, ddof=1) / np.mean(x))])
 def test_std_and_cv_statistics(name, fn):
-    low, high = stats.bootstrap_ci(SAMPLES, name, n_resamples=500, seed=3)
-    ref = sps.bootstrap((np.array(SAMPLES),), lambda x, axis: getattr(stats, f"_{name}")(x, axis=axis),
+    low, high = bootstrap.bootstrap_ci(SAMPLES, name, n_resamples=500, seed=3)
+    ref = sps.bootstrap((np.array(SAMPLES),), lambda x, axis: getattr(bootstrap, f"_{name}")(x, axis=axis),
                         n_resamples=500, method="percentile", rng=np.random.default_rng(3)).confidence_interval
     assert (low, high) == (ref.low, ref.high)
     assert low < fn(np.array(SAMPLES)) < high
@@ -325,58 +311,43 @@ def test_std_and_cv_statistics(name, fn):
 
 def test_ratio_ci_equals_scipy_for_p95():
     a, b = _lognormal(1, 40, cv=0.1), _lognormal(2, 50, cv=0.1) * 1.3
-    ratio, low, high = stats.ratio_ci(a, b, "p95", n_resamples=1000, seed=5)
+    ratio, low, high = bootstrap.ratio_ci(a, b, "p95", n_resamples=1000, seed=5)
     assert ratio == pytest.approx(np.percentile(b, 95) / np.percentile(a, 95))
     ref = sps.bootstrap((a, b), lambda x, y, axis: np.percentile(y, 95, axis=axis) / np.percentile(x, 95, axis=axis),
                         n_resamples=1000, method="percentile", rng=np.random.default_rng(5)).confidence_interval
     assert (low, high) == (ref.low, ref.high)
-    assert stats.ratio_ci(a, b, "p50", n_resamples=1000, seed=5) == \
-        stats.ratio_of_medians_ci(a, b, n_resamples=1000, seed=5)
-    assert all(math.isnan(v) for v in stats.ratio_ci([1.0], [2.0])[1:])
+    assert bootstrap.ratio_ci(a, b, "p50", n_resamples=1000, seed=5) == \
+        bootstrap.ratio_of_medians_ci(a, b, n_resamples=1000, seed=5)
+    assert all(math.isnan(v) for v in bootstrap.ratio_ci([1.0], [2.0])[1:])
 
 
-def test_hierarchical_ci_keeps_the_process_spread():
-    steps = _simulate_steps(np.random.default_rng(11), (6,))      # 6 repeats x 100 steps
-    point, low, high = stats.hierarchical_ci(list(steps), "p50", n_resamples=1000, seed=2)
-    assert point == pytest.approx(np.percentile(steps.ravel(), 50))
-    assert low < point < high
-    flat_low, flat_high = stats.bootstrap_ci(steps.ravel(), "p50", n_resamples=1000, seed=2)
-    assert (flat_high - flat_low) < (high - low) / 2       # steps alone hide the 7% process spread
-    # repeats of unequal length take the one-at-a-time path and agree closely
-    uneven = [r[: 90 + i] for i, r in enumerate(steps)]
-    _, u_low, u_high = stats.hierarchical_ci(uneven, "p50", n_resamples=1000, seed=2)
-    assert u_low == pytest.approx(low, rel=0.03) and u_high == pytest.approx(high, rel=0.03)
-    assert all(math.isnan(v) for v in stats.hierarchical_ci([steps[0]], "p50")[1:])
-    assert all(math.isnan(v) for v in stats.hierarchical_ci([[], [math.nan]]))
-
-
-def test_cell_cis_per_repeat_figures_and_pooled_spread():
+def test_cell_intervals_cover_each_figure_and_keep_the_process_spread():
     steps = _simulate_steps(np.random.default_rng(13), (6,))       # 6 repeats x 100 steps
     items = [np.full(100, 32.0)] * 6
-    cis = stats.cell_cis(list(steps), items, n_resamples=500, seed=1)
-    assert cis["p50"][0] == pytest.approx(np.median(np.percentile(steps, 50, axis=1)))
-    assert cis["p95"][0] == pytest.approx(np.median(np.percentile(steps, 95, axis=1)))
-    assert cis["items_per_s"][0] == pytest.approx(np.median(3200 / steps.sum(axis=1)))
-    assert cis["mean"][0] == pytest.approx(steps.mean())
-    assert cis["cv"][0] == pytest.approx(steps.std(ddof=1) / steps.mean())
-    for name, (point, low, high) in cis.items():
-        assert low < point < high, name
+    cis = bootstrap.cell_intervals(list(steps), items, n_resamples=500, seed=1)
+    points = {"p50": np.median(np.percentile(steps, 50, axis=1)), "p95": np.median(np.percentile(steps, 95, axis=1)),
+              "items_per_s": np.median(3200 / steps.sum(axis=1)), "mean": steps.mean(),
+              "std": steps.std(ddof=1), "cv": steps.std(ddof=1) / steps.mean()}
+    assert set(cis) == set(points)
+    for name, (low, high) in cis.items():
+        assert low < points[name] < high, name
+    flat_low, flat_high = bootstrap.bootstrap_ci(steps.ravel(), "p50", n_resamples=500, seed=1)
+    assert (flat_high - flat_low) < (cis["p50"][1] - cis["p50"][0]) / 2    # steps alone hide the 7% process spread
     # repeats of unequal length take the one-at-a-time path and agree closely
     uneven = [r[: 90 + i] for i, r in enumerate(steps)]
-    u = stats.cell_cis(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=500, seed=1)
-    assert u["items_per_s"][1] == pytest.approx(cis["items_per_s"][1], rel=0.03)
-    assert u["p50"][2] == pytest.approx(cis["p50"][2], rel=0.03)
-    one = stats.cell_cis([steps[0]], [items[0]])
-    assert one["p50"][0] == pytest.approx(np.percentile(steps[0], 50)) and math.isnan(one["p50"][1])
+    u = bootstrap.cell_intervals(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=500, seed=1)
+    assert u["items_per_s"][0] == pytest.approx(cis["items_per_s"][0], rel=0.03)
+    assert u["p50"][1] == pytest.approx(cis["p50"][1], rel=0.03)
+    assert all(math.isnan(v) for pair in bootstrap.cell_intervals([steps[0]], [items[0]]).values() for v in pair)
 
 
 def test_throughput_ratio_ci():
     rng = np.random.default_rng(3)
     a, b = 0.01 * np.exp(rng.normal(0, 0.05, 50)), 0.008 * np.exp(rng.normal(0, 0.05, 60))
-    ratio, low, high = stats.throughput_ratio_ci(a, 32, b, 32, n_resamples=1000)
+    ratio, low, high = bootstrap.throughput_ratio_ci(a, 32, b, 32, n_resamples=1000)
     assert ratio == pytest.approx((32 * 60 / b.sum()) / (32 * 50 / a.sum()))
     assert low < ratio < high and low > 1.1
-    back, _, _ = stats.throughput_ratio_ci(b, 32, a, 32)
+    back, _, _ = bootstrap.throughput_ratio_ci(b, 32, a, 32)
     assert back == pytest.approx(1 / ratio)
-    assert all(math.isnan(v) for v in stats.throughput_ratio_ci([0.1], 1, [0.1], 1)[1:])
+    assert all(math.isnan(v) for v in bootstrap.throughput_ratio_ci([0.1], 1, [0.1], 1)[1:])
 

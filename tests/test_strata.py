@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 from sweeper import display
-from sweeper.analysis import cells, stats
+from sweeper.analysis import stats
+from sweeper.analysis.model import ALONE, BASELINE
+from sweeper.analysis.run import analyze
 from sweeper.analysis.recommend import recommendation_lines
 from sweeper.analysis.run import cell_summary
 from sweeper.analysis.text import same_value
@@ -46,12 +48,13 @@ STRATIFIED = AnalysisConfig(baseline="data.loader=torch", compare_within=[KIND])
 
 
 def test_each_stratum_has_its_own_baseline_verdicts_noise_floor_and_recommendation():
-    a = cells.analyze(_summary(_loaders()), EMPTY, STRATIFIED)
-    assert a.strata == [KIND] and a.baseline_id is None
+    a = analyze(_summary(_loaders()), EMPTY, STRATIFIED)
+    assert a.strata_keys == (KIND,) and a.baseline_id is None
+    assert [(s.label, s.cell_ids) for s in a.strata] == [("kind=tokens", ("tt", "td")), ("kind=images", ("id", "it"))]
     assert a.baselines == {"kind=tokens": "tt", "kind=images": "it"}
     v = a.verdicts.set_index("cell_id")
     assert v.loc["td", "verdict"] == stats.SLOWER and v.loc["id", "verdict"] == stats.FASTER
-    assert v.loc["tt", "verdict"] == v.loc["it", "verdict"] == cells.BASELINE
+    assert v.loc["tt", "verdict"] == v.loc["it", "verdict"] == BASELINE
     # each DALI cell against its own kind's DataLoader: 0.5x and 2x, not against one baseline
     assert v.loc["td", "throughput_ratio"] == pytest.approx(0.5, rel=0.05)
     assert v.loc["id", "throughput_ratio"] == pytest.approx(2.0, rel=0.05)
@@ -60,9 +63,8 @@ def test_each_stratum_has_its_own_baseline_verdicts_noise_floor_and_recommendati
     # stratum by stratum in order of appearance, each baseline first
     assert list(a.verdicts["cell_id"]) == ["tt", "td", "it", "id"]
     assert list(a.verdicts["stratum"]) == ["kind=tokens"] * 2 + ["kind=images"] * 2
-    assert set(a.noise_floors) == {"kind=tokens", "kind=images"}
-    assert all(f is not None and f.n_a + f.n_b == 6 for f in a.noise_floors.values())
-    recs = a.recommendations
+    assert all(s.noise_floor is not None and s.noise_floor.n_a + s.noise_floor.n_b == 6 for s in a.strata)
+    recs = {s.label: s.recommendation for s in a.strata}
     assert recs["kind=tokens"].is_baseline and recs["kind=images"].cell_id == "id"
     lines = recommendation_lines(a)
     assert lines[0] == "constraints: none"
@@ -73,8 +75,9 @@ def test_each_stratum_has_its_own_baseline_verdicts_noise_floor_and_recommendati
 
 
 def test_without_compare_within_one_baseline_and_no_stratum_column():
-    a = cells.analyze(_summary(_loaders()), EMPTY, AnalysisConfig(baseline="data.loader=torch"))
-    assert a.strata == [] and a.baseline_id == "tt" and "stratum" not in a.cells.columns
+    a = analyze(_summary(_loaders()), EMPTY, AnalysisConfig(baseline="data.loader=torch"))
+    assert a.strata_keys == () and a.baseline_id == "tt" and "stratum" not in a.cells.columns
+    assert [(s.label, s.baseline_id) for s in a.strata] == [("", "tt")]       # one stratum, the whole run
     assert "stratum" not in a.verdicts.columns and tables.verdicts(a)[0][0] == "cell"
     # one family of 3 comparisons: the smallest p 6 vs 3 repeats allow (0.024) x 3 cannot pass;
     # within strata each family is 1 comparison and the same repeats give verdicts
@@ -83,12 +86,12 @@ def test_without_compare_within_one_baseline_and_no_stratum_column():
 
 def test_a_baseline_naming_the_strata_key_takes_its_other_settings_in_every_stratum():
     cfg = AnalysisConfig(baseline="data.kind=images data.loader=torch", compare_within=[KIND])
-    a = cells.analyze(_summary(_loaders()), EMPTY, cfg)
+    a = analyze(_summary(_loaders()), EMPTY, cfg)
     assert a.baselines == {"kind=tokens": "tt", "kind=images": "it"}
 
 
 def test_views_show_the_stratum_and_per_stratum_verdicts():
-    a = cells.analyze(_summary(_loaders()), EMPTY, STRATIFIED)
+    a = analyze(_summary(_loaders()), EMPTY, STRATIFIED)
     header, rows = tables.verdicts(a)
     assert header[:2] == ["stratum", "cell"] and rows[1][:2] == ["kind=tokens", "kind=tokens loader=dali"]
     text = display.verdicts_text(a)
@@ -102,19 +105,23 @@ def test_views_show_the_stratum_and_per_stratum_verdicts():
 
 
 def test_a_cell_alone_in_its_stratum_gets_no_verdict_and_says_so():
-    a = cells.analyze(_summary(_loaders(images_also_torch=False)), EMPTY, STRATIFIED)
+    a = analyze(_summary(_loaders(images_also_torch=False)), EMPTY, STRATIFIED)
     assert a.baselines == {"kind=tokens": "tt"}
-    assert a.verdicts.set_index("cell_id").loc["id", "verdict"] == cells.ALONE
-    assert "kind=images: alone in its stratum: no other cell to compare it with" in recommendation_lines(a)
-    assert "noise floor, kind=images: no baseline in this stratum, so none" in tables.noise_floor(a)
+    assert a.verdicts.set_index("cell_id").loc["id", "verdict"] == ALONE
+    assert [s.alone for s in a.strata] == [False, True]
+    # the views leave it out: no verdict row, noise floor or recommendation says "alone"
+    assert not any("kind=images" in line for line in recommendation_lines(a))
+    assert "kind=images" not in tables.noise_floor(a) and "kind=tokens" in tables.noise_floor(a)
+    assert [row[0] for row in tables.verdicts(a)[1]] == ["kind=tokens", "kind=tokens"]
+    assert any("1 cell(s) alone in their stratum get no verdict" in n for n in a.notes)
 
 
 def test_a_key_with_one_value_splits_nothing_and_says_so():
-    a = cells.analyze(_summary(_loaders()), EMPTY, AnalysisConfig(compare_within=["data.batch_size"]))
-    assert a.strata == [] and any("data.batch_size has one value in this run" in n for n in a.notes)
+    a = analyze(_summary(_loaders()), EMPTY, AnalysisConfig(compare_within=["data.batch_size"]))
+    assert a.strata_keys == () and any("data.batch_size has one value in this run" in n for n in a.notes)
     one_kind = {k: v for k, v in _loaders().items() if v[0][KIND] == "images"}     # +sweep=loaders data.kind=images
-    a = cells.analyze(_summary(one_kind), EMPTY, STRATIFIED)
-    assert a.strata == [] and a.baseline_id == "it" and "stratum" not in a.cells.columns
+    a = analyze(_summary(one_kind), EMPTY, STRATIFIED)
+    assert a.strata_keys == () and a.baseline_id == "it" and "stratum" not in a.cells.columns
 
 
 def test_compare_within_is_checked_with_its_dotted_key():
@@ -130,16 +137,16 @@ def test_compare_within_is_checked_with_its_dotted_key():
 def test_a_float_baseline_matches_as_a_typed_value():
     axis = "workload.params.data_ms"
     summary = _summary({"slow": ({axis: 40.0}, _around(0.040, 4, 0)), "fast": ({axis: 1.0}, _around(0.001, 4, 1))})
-    a = cells.analyze(summary, EMPTY, AnalysisConfig(baseline=f"{axis}=1.0"))
+    a = analyze(summary, EMPTY, AnalysisConfig(baseline=f"{axis}=1.0"))
     assert a.baseline_id == "fast" and not any("matches no cell" in n for n in a.notes)
-    assert cells.analyze(summary, EMPTY, AnalysisConfig(baseline=f"{axis}=1")).baseline_id == "fast"
+    assert analyze(summary, EMPTY, AnalysisConfig(baseline=f"{axis}=1")).baseline_id == "fast"
     assert same_value(1.0, "1.0") and same_value(1, "1.0") and same_value(True, "true")
     assert not same_value(True, "1") and not same_value(1.0, "1.5") and same_value("Torch", "torch")
 
 
 def test_a_noise_floor_of_two_tied_repeats_is_too_few_not_a_crash():
     summary = _summary({"b": ({"data.num_workers": 0}, [0.01, 0.01]), "c": ({"data.num_workers": 2}, [0.02, 0.02])})
-    a = cells.analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=0"))
+    a = analyze(summary, EMPTY, AnalysisConfig(baseline="data.num_workers=0"))
     assert a.noise_floor.verdict == stats.TOO_FEW and a.noise_floor.p_value == 1.0
     assert "1 vs 1): throughput ratio 1.000 -, p 1.000: too few repeats" in tables.noise_floor(a)
     # one value a side with a tie elsewhere: the exact rank-sum permutation p, every arrangement

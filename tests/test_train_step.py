@@ -20,7 +20,7 @@ import sys
 import pandas as pd
 import pytest
 
-from sweeper.analysis.drift import loss_drift
+from tests.loss_drift import loss_drift
 from sweeper.errors import ConfigError
 from sweeper.plan import ClusterShape, request
 from sweeper.probe import Probe

@@ -19,7 +19,7 @@ trial's summary), aggregated per cell in the Analysis (cells.py).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 DATA_PHASES = ("data_wait", "h2d")
 COMPUTE_PHASES = ("forward", "backward", "optimizer", "comm", "compute")

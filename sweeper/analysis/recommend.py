@@ -10,7 +10,8 @@ its time; larger is better, gain = cell / baseline - 1). On p50 or p95 step time
 (smaller is better, gain = baseline / cell - 1), when the items per step differ
 between cells (batch size swept) step times are not comparable, so cells are ranked
 by time per item (1 / throughput) instead.
-Pure: takes an `Analysis` (cells.py), returns a `Recommendation` and its text.
+Pure: takes a one-stratum `Analysis` (model.py; run.py asks once per stratum), returns a
+`Recommendation`; `recommendation_lines` words every stratum's for the views.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-import numpy as np
 import pandas as pd
 
 from sweeper.analysis import overlap, stats
-from sweeper.analysis.cells import ALONE, COLUMN, HIGHER_IS_BETTER, METRICS, STRATUM, compare_with_baseline
+from sweeper.analysis.model import COLUMN, HIGHER_IS_BETTER, METRICS
+from sweeper.analysis.repeats import median
+from sweeper.analysis.verdicts import compare_with_baseline
 from sweeper.analysis.text import num, pct
 from sweeper.schema import AnalysisConfig
 
@@ -152,41 +154,15 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
     return _with_loader(rec, analysis)
 
 
-def recommend_each(analysis, cfg: Optional[AnalysisConfig] = None) -> dict:
-    """One recommendation per stratum (analysis.strata), each over its own cells against its own
-    baseline, as `recommend` gives for a run of one stratum; None for a stratum without a baseline."""
-    out = {}
-    for label in analysis.stratum_labels():
-        base = analysis.baselines.get(label)
-        mine = analysis.cells[STRATUM] == label
-        ids = set(analysis.cells.loc[mine, "cell_id"])
-        if base is None:
-            out[label] = None
-            continue
-        one = dataclasses.replace(analysis, baseline_id=base, cells=analysis.cells[mine].reset_index(drop=True),
-                                  verdicts=analysis.verdicts[analysis.verdicts["cell_id"].isin(ids)],
-                                  repeats=analysis.repeats[analysis.repeats["cell_id"].isin(ids)], strata=[])
-        out[label] = recommend(one, cfg)
-    return out
-
-
 def recommendation_lines(analysis) -> List[str]:
-    """What every view prints as the recommendation: `format_recommendation` of the run's, or
-    with strata one block per stratum, its lines prefixed with the stratum (the constraints once)."""
-    if not analysis.strata:
-        return format_recommendation(analysis.recommendation)
-    sizes = analysis.cells.groupby(STRATUM)["cell_id"].count() if not analysis.cells.empty else {}
+    """What every view prints as the recommendation: each judged stratum's `format_recommendation`,
+    its lines prefixed with the stratum's label when the run is split (the constraints once)."""
     head, lines = [], []
-    for label in analysis.stratum_labels():
-        rec = analysis.recommendations.get(label)
-        if rec is None:
-            why = (f"{ALONE}: no other cell to compare it with" if sizes.get(label, 0) == 1
-                   else "no recommendation: no cell finished, or there is no baseline")
-            lines.append(f"{label}: {why}")
-            continue
-        body = format_recommendation(rec)
+    for stratum in analysis.judged_strata():
+        prefix = f"{stratum.label}: " if stratum.label else ""
+        body = format_recommendation(stratum.recommendation)
         head += [line for line in body if line.startswith(("constraints:", "note:"))]
-        lines += [f"{label}: {line}" for line in body if not line.startswith(("constraints:", "note:"))]
+        lines += [f"{prefix}{line}" for line in body if not line.startswith(("constraints:", "note:"))]
     return list(dict.fromkeys(head)) + lines
 
 
@@ -226,11 +202,12 @@ def recommend_cost(analysis, cfg: AnalysisConfig) -> Recommendation:
 
 
 def _median_value(analysis, cell_id: str, objective: str) -> float:
+    """The cell table's median (cells.py); time per item: the median of each repeat's."""
+    if objective != PER_ITEM:
+        found = analysis.cells.loc[analysis.cells["cell_id"] == cell_id, COLUMN[objective]]
+        return float(found.iloc[0]) if len(found) else math.nan
     r = analysis.repeats[analysis.repeats["cell_id"] == cell_id]
-    values = 1.0 / r["items_per_s"] if objective == PER_ITEM else r[COLUMN[objective]]
-    values = values.to_numpy(dtype=float)
-    values = values[~np.isnan(values)]
-    return float(np.median(values)) if values.size else math.nan
+    return median(1.0 / r["items_per_s"])
 
 
 def _runner_up(row: pd.Series) -> str:

@@ -1,4 +1,4 @@
-"""The one analysis of a run, which every view reads.
+"""The one analysis of a run, which every view reads: the orchestration of the pure steps.
 
     from sweeper.analysis.run import analyze_run, run_analysis_config
     data, analysis = analyze_run(run, run_analysis_config(run))
@@ -6,6 +6,10 @@
 The driver calls `analyze_run` once when a sweep ends, with the records it holds; the
 terminal tables, report.md/html, the W&B summary run, cells.parquet and the Prometheus
 exporter are views of what it returns. Nothing is cached: call it once and pass it on.
+
+`analyze`: records -> repeats (repeats.py) -> cells (cells.py) -> strata and their baselines
+(baselines.py) -> verdicts and noise floors (verdicts.py) -> findings (findings.py) -> each
+stratum's recommendation (recommend.py) -> one immutable Analysis (model.py).
 """
 from __future__ import annotations
 
@@ -15,7 +19,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from sweeper.analysis.cells import METRICS, VERDICT_COLUMNS, Analysis, RunData, analyze, load_run
+from sweeper.analysis import baselines, findings, verdicts
+from sweeper.analysis.cells import cell_table, memory_column
+from sweeper.analysis.fleet import fleet_table
+from sweeper.analysis.load import load_run, normalise, run_workloads, swept_axes, workload_view
+from sweeper.analysis.model import METRICS, VERDICT_COLUMNS, Analysis, RunData, Stratum
+from sweeper.analysis.pairs import pair_ratios
+from sweeper.analysis.recommend import recommend
+from sweeper.analysis.repeats import repeat_table
+from sweeper.analysis.text import short_keys
 from sweeper.schema import AnalysisConfig, ConstraintsConfig, CostConfig
 
 
@@ -27,6 +39,54 @@ def analyze_run(run: Path, cfg: AnalysisConfig, records: Optional[Sequence[Any]]
     data = load_run(Path(run), records)
     cost = run_cost_config(Path(run)) if cost is None else cost
     return data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples, records=data.records, cost=cost)
+
+
+def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisConfig] = None,
+            n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = (),
+            cost: Any = None) -> Analysis:
+    """Cell figures, verdicts against each stratum's baseline, noise floors, pitfalls, cost,
+    scaling, the microbenchmarks' own pairs and the recommendations of one run. `cost`: the
+    run's CostConfig (None: no cost columns)."""
+    cfg = cfg or AnalysisConfig()
+    summary = normalise(summary)
+    axes, view = swept_axes(summary), workload_view(records, summary)
+    repeats = repeat_table(summary, steps, [h[0] for h in view.headline])
+    cells = cell_table(summary, steps, n_resamples, seed, repeats, [h[0] for h in view.headline])
+    unrecorded = [h for h in view.headline if cells.empty or cells[h[0]].isna().all()]   # a column of "-" says nothing
+    view = dataclasses.replace(view, memory=memory_column(view.memory, cells),
+                               headline=tuple(h for h in view.headline if h not in unrecorded))
+    cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
+    names = short_keys(axes)
+    workloads = run_workloads(summary)
+    keys, notes = baselines.split_keys(summary, axes, cfg, len(workloads)) if not cells.empty else ([], [])
+    cells, strata, why = baselines.strata_of(cells, keys, names, cfg, axes)
+    strata, comparisons = verdicts.judge(strata, repeats, cfg, seed)
+    notes += ([baselines.strata_note(strata, keys, names, workloads)] if keys else []) + why
+    table = verdicts.verdict_table(cells, comparisons, strata, cfg.metric)
+    notes += findings.verdict_notes(cells, repeats, strata, cfg, comparisons.get(cfg.metric, {}))
+    fleet = fleet_table(records, repeats, cfg, seed)
+    found = findings.findings(cells, records, cost, view.items_label, axes)
+    labels = dict(zip(found.cells["cell_id"], found.cells["cell"])) if not cells.empty else {}
+    draft = Analysis(cfg, tuple(axes), names, view, repeats, found.cells, table, strata,
+                     tuple(notes + findings.fleet_notes(fleet)) + found.notes, tuple(keys), found.pitfalls,
+                     found.extra, found.cost_column, fleet, tuple(pair_ratios(records, labels)))
+    return dataclasses.replace(draft, strata=tuple(_recommended(draft, s, cfg) for s in strata))
+
+
+def _recommended(analysis: Analysis, stratum: Stratum, cfg: AnalysisConfig) -> Stratum:
+    """The stratum with its recommendation, over its own cells against its own baseline."""
+    if stratum.baseline_id is None:
+        return stratum
+    return dataclasses.replace(stratum, recommendation=recommend(within(analysis, stratum), cfg))
+
+
+def within(analysis: Analysis, stratum: Stratum) -> Analysis:
+    """The analysis of one stratum's cells alone (what its recommendation reads)."""
+    ids = set(stratum.cell_ids)
+    mine = analysis.cells["cell_id"].isin(ids)
+    return dataclasses.replace(analysis, cells=analysis.cells[mine].reset_index(drop=True),
+                               verdicts=analysis.verdicts[analysis.verdicts["cell_id"].isin(ids)],
+                               repeats=analysis.repeats[analysis.repeats["cell_id"].isin(ids)], strata=(stratum,))
 
 
 def run_cost_config(run: Path) -> CostConfig:

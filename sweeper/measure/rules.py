@@ -1,4 +1,5 @@
-"""Pure rules over the probe's numbers: when warm-up ends, when memory grows, when phases fit.
+"""Pure rules over the probe's numbers: when warm-up ends, which steps count, what items/s is,
+when memory grows, when phases fit.
 
 No clocks, no threads, no torch: each rule is a function of plain lists, tested
 as a table of cases in tests/test_probe.py. docs/measurement.md states each rule.
@@ -6,7 +7,7 @@ as a table of cases in tests/test_probe.py. docs/measurement.md states each rule
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -118,3 +119,34 @@ def counted_seconds(step_s: Sequence[float], cycle_s: Optional[Sequence[Optional
         return steps
     cycles = np.array(cycle_s, dtype=float)        # None reads as NaN
     return np.where(np.isnan(cycles), steps, cycles)
+
+
+# -- which steps count --------------------------------------------------------------------
+def counts(step: Mapping[str, Any]) -> bool:
+    """Whether a step counts in a trial's figures: neither warm-up nor aborted. An aborted step
+    raised, or its device timings could not be read back, so it holds only a partial host time."""
+    return not step.get("warmup") and not step.get("aborted")
+
+
+def counted_mask(warmup: Optional[Sequence[Any]], aborted: Optional[Sequence[Any]], n: int) -> np.ndarray:
+    """`counts` over n steps' columns (a column may be absent: None; a missing flag reads False)."""
+    def flag(values: Optional[Sequence[Any]]) -> np.ndarray:
+        if values is None:
+            return np.zeros(n, dtype=bool)
+        return np.nan_to_num(np.asarray(values, dtype=float)) != 0     # None and NaN read as False
+    return ~(flag(warmup) | flag(aborted))
+
+
+# -- items per second ---------------------------------------------------------------------
+def items_per_second(items: Any, seconds: Any, axis: int = -1) -> Any:
+    """A trial's throughput: its counted steps' items over their counted seconds
+    (`counted_seconds`), total over total. Vectorised over `axis`, for the bootstrap's draws."""
+    return np.sum(items, axis=axis) / np.sum(seconds, axis=axis)
+
+
+def throughput(items: Sequence[Optional[float]], seconds: Sequence[float]) -> float:
+    """`items_per_second` of one trial, NaN when a step has no item count or no time was counted."""
+    i, s = np.asarray(items, dtype=float), np.asarray(seconds, dtype=float)
+    if i.size != s.size or np.isnan(i).any() or not s.sum() > 0:
+        return float("nan")
+    return float(items_per_second(i, s))

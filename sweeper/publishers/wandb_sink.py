@@ -164,7 +164,8 @@ def trial_figures(record: Dict[str, Any], steps: Optional[Any]) -> Dict[str, Any
     seconds per measured step of each phase (phase_<name>_s, as the report's phase figure)."""
     import pandas as pd
 
-    from sweeper.analysis.cells import measured_steps, repeat_table, trial_memory
+    from sweeper.analysis.cells import trial_memory
+    from sweeper.analysis.repeats import measured_steps, repeat_table
 
     if record.get("status") != "ok":
         return {}
@@ -233,8 +234,8 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
                    config={"sweep": records[0].get("sweep"), "trials": len(records), "metric": analysis.metric,
                            "baseline_cell": analysis.baseline_id, "axes": analysis.axes,
                            "items_label": analysis.workload.items_label,
-                           **({"compare_within": list(analysis.strata), "baselines": dict(analysis.baselines)}
-                              if analysis.strata else {})})
+                           **({"compare_within": list(analysis.strata_keys), "baselines": dict(analysis.baselines)}
+                              if analysis.strata_keys else {})})
     try:
         table = cell_summary(analysis)
         table = table.astype(object).where(table.notna(), None)

@@ -11,7 +11,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.cells import COLUMN, HIGHER_IS_BETTER, Analysis, measured_steps
+from sweeper.analysis.model import COLUMN, HIGHER_IS_BETTER, Analysis
+from sweeper.analysis.repeats import measured_steps
 from sweeper.analysis.text import num, rate_digits, value_text
 
 Figure = Tuple[Optional[bytes], str]

@@ -11,7 +11,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.cells import HIGHER_IS_BETTER, METRICS, STRATUM, Analysis, measured_steps
+from sweeper.analysis.model import HIGHER_IS_BETTER, METRICS, STRATUM, Analysis
+from sweeper.analysis.pairs import pair_lines
+from sweeper.analysis.repeats import measured_steps
 from sweeper.analysis.text import interval, num, pvalue, rate_digits
 
 Table = Tuple[List[str], List[List[str]]]
@@ -55,8 +57,8 @@ def best_first(analysis: Analysis) -> List[Dict[str, Any]]:
         return []
     column = "items_per_s" if analysis.metric in HIGHER_IS_BETTER else analysis.metric
     key = cells[column] * (-1 if analysis.metric in HIGHER_IS_BETTER else 1)
-    order = {label: i for i, label in enumerate(analysis.stratum_labels())}
-    group = cells[STRATUM].map(order) if analysis.strata else 0    # stratum by stratum, in order of appearance
+    order = {c: i for i, s in enumerate(analysis.strata) for c in s.cell_ids}
+    group = cells["cell_id"].map(order).fillna(0)       # stratum by stratum, in order of appearance
     ranked = cells.assign(_group=group, _none=cells["repeats"] == 0, _key=key.fillna(float("inf")))
     return ranked.sort_values(["_group", "_none", "_key", "cell"], kind="stable") \
         .drop(columns=["_group", "_none", "_key"]).to_dict("records")
@@ -64,14 +66,15 @@ def best_first(analysis: Analysis) -> List[Dict[str, Any]]:
 
 def stratum_header(analysis: Analysis) -> List[str]:
     """["stratum"] when the run is compared within strata, else nothing (one stratum: no column)."""
-    return [STRATUM] if analysis.strata else []
+    return [STRATUM] if analysis.strata_keys else []
 
 
 def verdicts_title(analysis: Analysis) -> str:
     """The verdict table's title: against the baseline, or each stratum's own."""
-    if not analysis.strata:
+    if not analysis.strata_keys:
         return "Verdicts against the baseline"
-    return f"Verdicts against each stratum's baseline (compared within {', '.join(analysis.names.get(k, k) for k in analysis.strata)})"
+    within = ", ".join(analysis.names.get(k, k) for k in analysis.strata_keys)
+    return f"Verdicts against each stratum's baseline (compared within {within})"
 
 
 def _order(analysis: Analysis) -> List[str]:
@@ -107,7 +110,8 @@ def cell_statistics(analysis: Analysis) -> Table:
 
 def verdicts(analysis: Analysis) -> Table:
     """Per cell: its figures, then the chosen metric's ratio, interval, p, delta and verdict,
-    then the other metrics' ratio and verdict (p50 and p95 are latency figures)."""
+    then the other metrics' ratio and verdict (p50 and p95 are latency figures). A cell alone in
+    its stratum has no verdict, so no row."""
     m = analysis.metric
     others = [o for o in METRICS if o != m]
     main = figures(analysis, headline=False)
@@ -115,7 +119,10 @@ def verdicts(analysis: Analysis) -> Table:
               "p (Holm)", "Cliff's delta", "verdict", *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
     cells = cell_rows(analysis)
     rows = []
+    judged = {c for s in analysis.judged_strata() for c in s.cell_ids}
     for v in analysis.verdicts.to_dict("records"):
+        if v["cell_id"] not in judged:
+            continue
         row = cells[v["cell_id"]]
         rows.append([*(str(row[STRATUM]) for _ in stratum_header(analysis)), row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
                      num(v.get(f"{m}_ratio"), 1.0, 3), interval(v.get(f"{m}_ratio_low"), v.get(f"{m}_ratio_high"), 1.0, 3),
@@ -125,18 +132,16 @@ def verdicts(analysis: Analysis) -> Table:
 
 
 def noise_floor(analysis: Analysis) -> str:
-    """The baseline against itself, in words; with strata one line per stratum ("kind=images: ...")."""
-    if analysis.strata:
-        lines = []
-        for label in analysis.stratum_labels():
-            if label not in analysis.baselines:
-                lines.append(f"noise floor, {label}: no baseline in this stratum, so none")
-            else:
-                lines.append(_floor_text(analysis.noise_floors.get(label), analysis.metric, f", {label}"))
-        return "\n".join(lines)
-    if analysis.baseline_id is None:
-        return "noise floor: no baseline cell, so none"
-    return _floor_text(analysis.noise_floor, analysis.metric)
+    """The baseline against itself, in words: one line per judged stratum ("noise floor, kind=images ...")."""
+    lines = []
+    for s in analysis.judged_strata():
+        where = f", {s.label}" if s.label else ""
+        if s.baseline_id is None:
+            lines.append(f"noise floor{where}: " + ("no baseline in this stratum, so none" if s.label
+                                                     else "no baseline cell, so none"))
+        else:
+            lines.append(_floor_text(s.noise_floor, analysis.metric, where))
+    return "\n".join(lines)
 
 
 def _floor_text(c: Optional[stats.Comparison], metric: str, where: str = "") -> str:
@@ -255,3 +260,9 @@ def pitfall_lines(analysis: Analysis) -> List[str]:
             lines.append(f"{group['cell'].iloc[0]}: [{code}] {group['message'].iloc[0]} "
                          f"({len(group)} of {total} repeat(s))")
     return lines
+
+
+def pairs(analysis: Analysis) -> List[str]:
+    """Each microbenchmark's own comparison, one line per cell (analysis/pairs.py); the last lines
+    of the terminal and the report."""
+    return pair_lines(analysis.pairs)

@@ -1,0 +1,77 @@
+"""What the analysis finds beside the verdicts: pitfalls per trial, cost and scaling per cell,
+the fleet's slow devices, and the notes that say what the verdicts cannot. Pure: each function
+returns new values and changes none of its inputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from sweeper.analysis import cost as costs
+from sweeper.analysis import stats
+from sweeper.analysis.model import Column, Stratum
+from sweeper.analysis.pitfalls import trial_pitfalls
+from sweeper.schema import AnalysisConfig
+
+PITFALL_COLUMNS = ["trial_id", "cell_id", "cell", "code", "message"]
+
+
+@dataclass(frozen=True)
+class Findings:
+    cells: pd.DataFrame              # with pitfalls, cost and scaling columns
+    pitfalls: pd.DataFrame
+    extra: Tuple[Column, ...]
+    cost_column: Optional[str]
+    notes: Tuple[str, ...]
+
+
+def findings(cells: pd.DataFrame, records: Sequence[Dict[str, Any]], cost: Any, items_label: str,
+             axes: Sequence[str]) -> Findings:
+    """Pitfalls per trial (and their codes per cell), cost and scaling columns per cell."""
+    if cells.empty:
+        return Findings(cells, pd.DataFrame(), (), None, ())
+    labels = dict(zip(cells["cell_id"], cells["cell"]))
+    rows = [{"trial_id": r["trial_id"], "cell_id": r.get("cell_id"), "cell": labels.get(r.get("cell_id"), ""),
+             "code": p.code, "message": p.message} for r in records for p in trial_pitfalls(r)]
+    pitfalls = pd.DataFrame(rows, columns=PITFALL_COLUMNS)
+    by_cell = pitfalls.groupby("cell_id")["code"].agg(lambda c: ";".join(sorted(set(c)))).to_dict()
+    cells = cells.assign(pitfalls=[by_cell.get(c, "") for c in cells["cell_id"]])
+    cells, notes, column = costs.cost_columns(cells, records, cost, items_label)
+    cells = costs.scaling_columns(cells, axes)
+    extra: List[Column] = []
+    if column is not None:
+        extra.append((column, f"$/M {column.rsplit('_', 1)[-1]}", 1.0, 4))
+    if "scaling_efficiency" in cells.columns:
+        extra.append(("scaling_efficiency", "scaling eff.", 1.0, 3))
+    return Findings(cells, pitfalls, tuple(extra), column, tuple(notes))
+
+
+def fleet_notes(fleet: pd.DataFrame) -> List[str]:
+    slow = fleet[fleet["outlier"]] if not fleet.empty else fleet
+    return [f"fleet: {row['device']} (node {str(row['node'])[:12]}) is slower than its peers on cell "
+            f"{row['cell_id']}: {row['ratio']:.3f}x their items/s, p {row['p_adj']:.3g} after Holm"
+            for row in slow.to_dict("records")]
+
+
+def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[Stratum], cfg: AnalysisConfig,
+                  comparisons: Dict[str, stats.Comparison]) -> List[str]:
+    """What the verdicts cannot say: too few repeats, a drifting machine, nothing to judge."""
+    notes = []
+    judged = len(strata) == 1 or any(s.baseline_id is not None for s in strata)   # some cell has a baseline
+    family = max([len(s.cell_ids) - 1 for s in strata if s.baseline_id is not None] or [0])
+    if judged and not cells.empty and (cells["repeats"] <= 1).all():
+        notes.append("one repeat per cell: no verdicts are possible; run with repeats=5 or more "
+                     "(each repeat is a fresh process, the unit of evidence)")
+    elif any(c.verdict == stats.TOO_FEW for c in comparisons.values()):
+        notes.append(f"too few repeats: with {family} comparisons and Holm's correction, no p-value "
+                     f"these repeat counts allow can reach alpha={cfg.alpha}; raise repeats")
+    if any(s.noise_floor is not None and s.noise_floor.verdict in (stats.FASTER, stats.SLOWER) for s in strata):
+        notes.append("the baseline differs from itself (A/A): the machine drifted during the sweep; "
+                     "treat the verdicts with suspicion")
+    if cfg.metric == "throughput" and not repeats.empty and repeats["items_per_s"].isna().all():
+        notes.append("the trials recorded no items per step, so throughput cannot be judged; "
+                     "use analysis.metric=p50")
+    if "ci_over" in cells and (cells["ci_over"] == "none").any():
+        notes.append("some cells have no steps.parquet: their figures come from the summary, without intervals")
+    return notes

@@ -1,0 +1,115 @@
+"""Verdicts: each cell against its stratum's baseline, and the noise floor (the baseline A/A).
+
+A cell is compared with the baseline over one value per repeat (stats.compare_cells), Holm-
+adjusted across the stratum's cells, and judged faster / slower / within the minimum effect /
+no detectable change / too few repeats. The noise floor is the baseline against itself: its
+repeats in run order, split into two interleaved halves. Pure over DataFrames.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sweeper.analysis import stats
+from sweeper.analysis.model import (ALONE, BASELINE, COLUMN, FAILED, HIGHER_IS_BETTER, METRICS, STRATUM,
+                                    VERDICT_COLUMNS, Stratum)
+from sweeper.analysis.repeats import values
+from sweeper.schema import AnalysisConfig
+
+Comparisons = Dict[str, Dict[str, stats.Comparison]]     # metric -> cell_id -> against its baseline
+
+
+def compare_with_baseline(repeats: pd.DataFrame, cells: Sequence[str], baseline_id: str,
+                          cfg: AnalysisConfig, metric: str, seed: int = 0) -> Dict[str, stats.Comparison]:
+    """Each cell against the baseline over per-repeat values of `metric` (a metric name or a
+    repeat-table column), Holm across cells."""
+    column, higher = COLUMN.get(metric, metric), metric in HIGHER_IS_BETTER
+    base = values(repeats, baseline_id, column)
+    others = [c for c in cells if c != baseline_id]
+    raw = [stats.compare_cells(base, values(repeats, c, column), cfg.alpha, cfg.min_effect, seed=seed,
+                               higher_is_better=higher) for c in others]
+    adjusted = stats.apply_holm(raw)
+    return dict(zip(others, [_family_too_few(c, len(others)) for c in adjusted]))
+
+
+def _family_too_few(c: stats.Comparison, family: int) -> stats.Comparison:
+    """Holm multiplies the smallest p by the family size, so when even the smallest p these
+    repeat counts allow cannot pass, "no detectable change" would be a false comfort."""
+    if c.verdict == stats.NO_CHANGE and stats.min_achievable_p(max(c.n_a, 1), max(c.n_b, 1)) * family >= c.alpha:
+        return dataclasses.replace(c, verdict=stats.TOO_FEW)
+    return c
+
+
+def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, metric: str,
+                seed: int = 0) -> Optional[stats.Comparison]:
+    """The baseline against itself: its repeats in run order, split into two interleaved halves."""
+    base = repeats[repeats["cell_id"] == baseline_id]
+    order = ["started_at", "repeat"] if base["started_at"].notna().all() else ["repeat"]
+    ordered = base.sort_values(order)[COLUMN[metric]].to_numpy(dtype=float)
+    if ordered.size < 2:
+        return None
+    return stats.compare_cells(ordered[0::2], ordered[1::2], cfg.alpha, cfg.min_effect, seed=seed,
+                               higher_is_better=metric in HIGHER_IS_BETTER)
+
+
+def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0):
+    """Each stratum with its noise floor, and every cell's comparisons with its stratum's baseline
+    (Holm within the stratum): (strata, comparisons per metric)."""
+    comparisons: Comparisons = {m: {} for m in METRICS}
+    judged = []
+    for s in strata:
+        if s.baseline_id is not None:
+            for m in METRICS:
+                comparisons[m].update(compare_with_baseline(repeats, list(s.cell_ids), s.baseline_id, cfg, m, seed))
+            s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed))
+        judged.append(s)
+    return tuple(judged), comparisons
+
+
+def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequence[Stratum],
+                  metric: str) -> pd.DataFrame:
+    """One row per cell: its figures, then ratio [CI], p, adjusted p, Cliff's delta and verdict
+    per metric (`throughput_ratio`, `p50_ratio_low`, ...: VERDICT_COLUMNS); `verdict` is the
+    chosen metric's. Stratum by stratum in order of appearance, each with its baseline first,
+    then best first by the chosen metric, cells with no finished repeat last; a cell alone in
+    its stratum reads ALONE."""
+    if cells.empty:
+        return pd.DataFrame()
+    bases = {s.baseline_id for s in strata if s.baseline_id is not None}
+    alone = {c for s in strata if s.alone for c in s.cell_ids}
+    split = STRATUM in cells.columns
+    rows = []
+    for cell in cells.to_dict("records"):
+        row = {k: cell.get(k) for k in ("cell", "cell_id", *((STRATUM,) if split else ()), "repeats", "failed",
+                                        "items_per_s", "p50", "p95")}
+        for m in METRICS:
+            row.update(_comparison_columns(m, comparisons.get(m, {}).get(cell["cell_id"]),
+                                           cell["cell_id"] in bases, cell["repeats"], cell["cell_id"] in alone))
+        row["verdict"] = row[f"{metric}_verdict"]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = {c: i for i, s in enumerate(strata) for c in s.cell_ids}
+    rank = table["cell_id"].map(order) * 10 + table["cell_id"].map(lambda c: 0 if c in bases else 1) \
+        + (table["repeats"] == 0) * 2
+    worse_first = table[f"{metric}_ratio"] * (-1 if metric in HIGHER_IS_BETTER else 1)
+    return (table.assign(_rank=rank, _key=worse_first.fillna(np.inf))
+            .sort_values(["_rank", "_key", "cell"], kind="stable").drop(columns=["_rank", "_key"])
+            .reset_index(drop=True))
+
+
+def _comparison_columns(metric: str, c: Optional[stats.Comparison], is_baseline: bool,
+                        repeats: int, alone: bool = False) -> Dict[str, Any]:
+    if alone:
+        row = (math.nan,) * 6 + (ALONE,)
+    elif is_baseline:
+        row = (1.0, math.nan, math.nan, math.nan, math.nan, math.nan, BASELINE)
+    elif c is None or repeats == 0:
+        row = (math.nan,) * 6 + (FAILED if repeats == 0 else "",)
+    else:   # delta > 0: the cell tends to be faster than the baseline, whichever the metric
+        delta = -c.cliffs_delta if c.higher_is_better else c.cliffs_delta
+        row = (c.ratio, c.ratio_low, c.ratio_high, c.p_value, c.p_adjusted, delta, c.verdict)
+    return {f"{metric}_{n}": v for n, v in zip(VERDICT_COLUMNS, row)}
