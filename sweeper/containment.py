@@ -13,22 +13,17 @@ findable:
 Each trial therefore runs under a *keeper* (`keep`), a subreaper that forks the trial, waits
 for it, and ends everything below it when the trial ends or when it is told to stop (SIGTERM).
 
-The local Ray cluster is the other escape: a driver killed with SIGKILL leaves Ray's agents
-running. `guard_local_ray` starts a watchdog (`python -m sweeper.containment`) in a session
-of its own that ends that Ray session's processes when the driver dies.
+The local Ray cluster is the other escape: sweeper/rayguard.py watches it.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import resource
 import signal
-import subprocess
-import sys
 import time
 import traceback
-from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Set
 
 import psutil
 
@@ -69,7 +64,7 @@ def reap_children() -> Dict[int, int]:
         reaped[pid] = os.waitstatus_to_exitcode(status)
 
 
-def _kill(procs: Iterable[psutil.Process]) -> None:
+def kill_procs(procs: Iterable[psutil.Process]) -> None:
     for proc in procs:
         try:
             proc.kill()              # psutil checks the create time first: a reused pid is left alone
@@ -91,8 +86,16 @@ def kill_descendants(deadline_s: float = KILL_DEADLINE_S) -> Dict[int, int]:
             left = []
         if not left or time.monotonic() > end:
             return reaped
-        _kill(left)
+        kill_procs(left)
         time.sleep(0.01)         # let the kills land and the orphans re-parent here
+
+
+def running(proc: psutil.Process) -> bool:
+    """Not a zombie: one already dead waits only for its parent to reap it."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def kill_tree(proc: psutil.Process) -> None:
@@ -101,7 +104,46 @@ def kill_tree(proc: psutil.Process) -> None:
         tree = [proc, *proc.children(recursive=True)]
     except psutil.Error:
         tree = [proc]
-    _kill(tree)
+    kill_procs(tree)
+
+
+def descendants() -> Set[int]:
+    """The pids of every process below this one."""
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def end_new_descendants(before: Set[int], deadline_s: float = KILL_DEADLINE_S) -> List[int]:
+    """SIGKILLs every process below this one that is not in `before`, again until none is left,
+    and reaps those that are its children; returns their pids. With set_child_subreaper() a
+    daemon that double-forked away (fork, setsid, fork) comes back below this process first."""
+    ended: List[int] = []
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        except psutil.Error:
+            new = []
+        if not any(running(p) for p in new):
+            _reap(p.pid for p in new)
+            return ended
+        kill_procs(new)
+        ended += [p.pid for p in new if p.pid not in ended]
+        _reap(p.pid for p in new)
+        time.sleep(0.01)
+    return ended
+
+
+def _reap(pids: Iterable[int]) -> None:
+    """Collects the given children that have ended; never another's (a waitpid(-1) would take a
+    child that a subprocess.Popen elsewhere in this process still waits for)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def kill_orphans(keep: Iterable[int]) -> None:
@@ -259,132 +301,3 @@ def _wait_trial(pid: int) -> Optional[int]:
             return reaped[pid]
         if _next_signal() == signal.SIGTERM:
             return None
-
-
-# -- the local Ray ------------------------------------------------------------------
-class RayGuard:
-    """The watchdog of one local Ray session; `close()` after a normal `ray.shutdown()`."""
-
-    def __init__(self, proc: Optional[subprocess.Popen]) -> None:
-        self.proc = proc
-
-    def close(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()              # the watchdog takes SIGTERM as "stand down"
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-
-def _identity(proc: psutil.Process) -> List:
-    return [proc.pid, proc.create_time()]
-
-
-def guard_session(session_dir: Optional[str]) -> RayGuard:
-    """Starts the watchdog for this process (the driver) and what it started so far."""
-    me = psutil.Process()
-    known = []
-    for child in me.children(recursive=True):
-        try:
-            known.append(_identity(child))
-        except psutil.Error:
-            pass
-    args = {"driver": _identity(me), "session_dir": session_dir, "pids": known}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "sweeper.containment", json.dumps(args)], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            start_new_session=True)       # a Ctrl-C or a killpg of the driver spares it
-    return RayGuard(proc)
-
-
-def guard_local_ray(session_dir: Optional[str]) -> RayGuard:
-    """Call right after `ray.init()` started a LOCAL cluster, with its session folder (the Ray
-    executor finds it: this module imports no Ray); `close()` after `ray.shutdown()`."""
-    return guard_session(session_dir)
-
-
-def _same(pid: int, created: float) -> Optional[psutil.Process]:
-    try:
-        proc = psutil.Process(pid)
-        return proc if abs(proc.create_time() - created) < 0.01 else None
-    except psutil.Error:
-        return None
-
-
-def _of_session(proc: psutil.Process, session_dir: str) -> bool:
-    """Ray's daemons name the session folder on their command line; its workers and agents
-    (retitled `ray::...`) keep their logs open in it."""
-    inside = session_dir.rstrip(os.sep) + os.sep        # not a session whose name merely starts alike
-    try:
-        cmdline = proc.cmdline()
-        if any(inside in arg or arg.endswith(session_dir) for arg in cmdline):
-            return True
-        if cmdline and cmdline[0].startswith("ray::"):
-            return any(f.path.startswith(inside) for f in proc.open_files())
-    except psutil.Error:
-        pass
-    return False
-
-
-def session_processes(session_dir: Optional[str], known: Sequence[Sequence[float]]) -> List[psutil.Process]:
-    """The processes of one Ray session still running, with everything below them."""
-    me = os.getpid()
-    found = {p.pid: p for p in (_same(int(pid), created) for pid, created in known) if p is not None}
-    if session_dir:
-        for proc in psutil.process_iter():
-            if proc.pid != me and proc.pid not in found and _of_session(proc, session_dir):
-                found[proc.pid] = proc
-    for proc in list(found.values()):
-        try:
-            found.update({c.pid: c for c in proc.children(recursive=True) if c.pid != me})
-        except psutil.Error:
-            pass
-    return [p for p in found.values() if p.pid != me and _running(p)]
-
-
-def _running(proc: psutil.Process) -> bool:
-    """Not a zombie: one already dead waits only for its parent to reap it."""
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _wait_for_death(pid: int, created: float) -> None:
-    """Returns when the driver has gone (a pidfd becomes readable; polling where there is none)."""
-    import select
-
-    if _same(pid, created) is None:
-        return
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        while _same(pid, created) is not None:
-            time.sleep(0.5)
-        return
-    if _same(pid, created) is not None:      # the pidfd is the driver's, not a reused pid's
-        select.select([fd], [], [])
-    os.close(fd)
-
-
-def watchdog(args: dict) -> None:
-    """Waits for the driver to die, then SIGKILLs its Ray session until nothing of it is left."""
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))   # RayGuard.close(): stand down
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _wait_for_death(*args["driver"])
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        left = session_processes(args["session_dir"], args["pids"])
-        if not left:
-            return
-        _kill(left)
-        time.sleep(0.2)
-
-
-if __name__ == "__main__":
-    watchdog(json.loads(sys.argv[1]))

@@ -10,17 +10,20 @@ sweeper/runfolder.py's; after the last trial, one analysis of the run feeds ever
 """
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import List
+from typing import List, Optional, Tuple
 
 from sweeper import exitcodes
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.executors import make_executor
 from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
+from sweeper.interrupts import interrupted, stop_signals
 from sweeper.preflight import check_machine
-from sweeper.runfolder import drop_if_empty, resolve_run
+from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run
 from sweeper.schema import RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
@@ -53,33 +56,74 @@ def check_prices(root: RootConfig, trials: List[Trial]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def run_sweep(jobs: List[Job], fresh: Path) -> int:
-    """Runs the jobs' grid; returns the exit code (sweeper.exitcodes)."""
-    try:
+def run_sweep(jobs: List[Job], multirun: Optional[str] = None) -> int:
+    """Runs the jobs' grid; returns the exit code (sweeper.exitcodes). `multirun`: the text
+    of multirun.yaml, written into the run folder once it exists. Ctrl-C or SIGTERM at any
+    phase ends it with one line and exit 130 (sweeper/interrupts.py)."""
+    with stop_signals():
         root = jobs[0].config
-        run = resolve_run(root, fresh)
-        local_plan = plan(jobs, root, this_machine())    # every check, before anything starts
-        check_prices(root, local_plan)
-        check_machine(root, local_plan, this_machine())    # folders it will write, CPUs it asks for
-    except SweeperError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        drop_if_empty(fresh)
-        return exitcodes.USAGE
-    if root.dry_run:
-        print_plan(local_plan, root, run)
-        return exitcodes.OK
+        try:
+            run, local_plan = checked(jobs, root)
+        except SweeperError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exitcodes.USAGE
+        except KeyboardInterrupt:
+            return interrupted("while planning: nothing was written")
+        if root.dry_run:
+            print_plan(local_plan, root, run)
+            return exitcodes.OK
+        try:
+            return launched(jobs, root, multirun, run if root.resume else None)
+        except KeyboardInterrupt:       # again, while stopping
+            return interrupted("again while stopping: finished trials are kept")
+
+
+def checked(jobs: List[Job], root: RootConfig) -> Tuple[Path, List[Trial]]:
+    """Every check before anything starts or is written: the run folder (resumed, or where a
+    new one would go), the plan on this machine, the prices."""
+    check_results_dir(root)
+    run = resumed_run(root) if root.resume else planned_run(root)
+    local_plan = plan(jobs, root, this_machine())
+    check_prices(root, local_plan)
+    check_machine(root, local_plan, this_machine())    # folders it will write, CPUs it asks for
+    return run, local_plan
+
+
+def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed: Optional[Path]) -> int:
+    """Starts the executor, runs the trials, publishes the end. A new run folder is created
+    here, and goes again if nothing got into it (interrupted or refused before any trial)."""
+    run = created = resumed
+    sweep = None
     executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
+    scratch = Path(tempfile.mkdtemp(prefix="sweeper-scratch-"))    # every trial's scratch folder, on this node
     try:
+        if resumed is None:
+            run = created = new_run(root, multirun)
         shape = executor.start()
         trials = plan(jobs, root, shape)
-        sweep = Sweep(run, root, jobs, len(trials))
+        sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
         code = sweep.run_trials(executor, trials, shape)
-    except KeyboardInterrupt:      # before any trial started: nothing to keep
-        print("interrupted before any trial started", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+    except SweeperError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    except KeyboardInterrupt:
+        if sweep is not None:           # again while the trials were being cancelled: that line is out
+            return exitcodes.INTERRUPTED
+        return interrupted("before any trial started: nothing was kept")
     finally:
         executor.close()
-    return max(code, publish_end(sweep, root, run))
+        shutil.rmtree(scratch, ignore_errors=True)
+        if created is not resumed:
+            drop_new_run(created)
+    return max(code, ended(sweep, root, run))
+
+
+def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:
+    try:
+        return publish_end(sweep, root, run)
+    except KeyboardInterrupt:
+        return interrupted(f"while publishing: the trials are kept in {run}; resume=latest writes what is "
+                           f"missing (summary, cells, report, history)")
 
 
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:

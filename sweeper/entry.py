@@ -4,25 +4,23 @@ The suite runs sweeps as processes of their own; a sweep knows no suite."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from sweeper import exitcodes
-from sweeper.runfolder import drop_if_empty
 from sweeper.sweep import Job
 
 
-def run_jobs(jobs: List[Job], fresh: Path) -> int:
-    """Runs the composed jobs; returns the exit code (sweeper.exitcodes)."""
+def run_jobs(jobs: List[Job], multirun: Optional[str] = None) -> int:
+    """Runs the composed jobs; returns the exit code (sweeper.exitcodes). `multirun`: the
+    text of multirun.yaml (what Hydra launched), written into the run folder once it exists."""
     if not (jobs and jobs[0].config.overnight.sweeps):
         from sweeper.driver import run_sweep
 
-        return run_sweep(jobs, fresh)
+        return run_sweep(jobs, multirun)
     if len(jobs) > 1:
         print(f"error: overnight.sweeps: a suite takes single values on its command line, not a grid "
               f"({len(jobs)} jobs); put the axes into a sweep's file (conf/sweep/NAME.yaml)", file=sys.stderr)
-        drop_if_empty(fresh)
         return exitcodes.USAGE
     from sweeper.overnight import run_suite
 
-    return run_suite(jobs[0], fresh)
+    return run_suite(jobs[0], multirun)

@@ -38,6 +38,14 @@ class Outcome:
     files: Dict[str, bytes] = field(default_factory=dict)
 
 
+def scratch_root(spec: Dict[str, Any]) -> Optional[str]:
+    """The driver's folder for trial scratch folders when it is on this node (the driver
+    removes it on every exit path, so a trial cancelled with its worker leaves nothing); else
+    the system's temporary folder."""
+    root = spec.get("scratch_root")
+    return root if root and os.path.isdir(root) else None
+
+
 def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
@@ -103,7 +111,7 @@ class TrialHost:
 
     def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
-        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-"))
+        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
         conn = self._connect()
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))

@@ -36,7 +36,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 from sweeper import exitcodes
 from sweeper.results import write_bytes_atomic
-from sweeper.runfolder import drop_if_empty
+from sweeper.errors import SweeperError
+from sweeper.interrupts import interrupted, stop_signals
+from sweeper.runfolder import new_run, planned_run
 
 MANIFEST_VERSION = 1
 # Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
@@ -118,19 +120,31 @@ def run_one(name: str, command: List[str]) -> int:
 
 
 # -- the night ---------------------------------------------------------------------------
-def run_suite(job, night: Path) -> int:
-    """Runs the suite's sweeps in turn under the lock and the budget; returns the exit code."""
+def run_suite(job, multirun: Optional[str] = None) -> int:
+    """Runs the suite's sweeps in turn under the lock and the budget; returns the exit code.
+    Ctrl-C and SIGTERM stop it as they stop a sweep, even where the shell started it with
+    SIGINT ignored (a background job of a script): its handlers are set explicitly."""
+    with stop_signals():
+        try:
+            return _suite(job, multirun)
+        except SweeperError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            return exitcodes.USAGE
+        except KeyboardInterrupt:
+            return interrupted("while the suite started or ended: what finished is kept")
+
+
+def _suite(job, multirun: Optional[str]) -> int:
     root, started = job.config, time.time()
     if root.dry_run:
-        return _dry_run(job, night)
+        return _dry_run(job, planned_run(root))
     try:
         lock = take_lock(Path(root.overnight.lock_file).expanduser(), holder_info(started))
     except LockHeld as held:
         print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
-        drop_if_empty(night)
         return exitcodes.LOCKED
     try:
-        return _night(job, night, started)
+        return _night(job, new_run(root, multirun), started)
     finally:
         lock.close()
 
@@ -140,17 +154,13 @@ def _night(job, night: Path, started: float) -> int:
     if root.overnight.budget_s:
         root.overnight.deadline = started + root.overnight.budget_s
     manifest = new_manifest(root, started)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     code = exitcodes.OK
     try:
         for name in root.overnight.sweeps:
             code = max(code, _one_sweep(name, job, night, manifest))
             write_manifest(night, manifest)
     except KeyboardInterrupt:
-        print("interrupted: the suite stops; finished trials are kept", file=sys.stderr, flush=True)
-        code = exitcodes.INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        code = interrupted("while the suite ran: it stops; finished trials are kept, the manifest says what ran")
     code = max(code, _alerts(root.overnight.alerts, night, manifest))
     manifest.update(ended_at=time.time(), exit_code=code)
     write_manifest(night, manifest)
@@ -239,10 +249,6 @@ def _alerts(target: Optional[str], night: Path, manifest: Dict[str, Any]) -> int
 def load_hook(target: str) -> Callable[[Path, Dict[str, Any]], List[Dict[str, Any]]]:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _dry_run(job, night: Path) -> int:

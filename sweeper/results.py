@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     import pandas
 
 TRIAL_JSON = "trial.json"
+TRIAL_DIRS = "trials"
+MULTIRUN_FILE = "multirun.yaml"                   # what Hydra launched, as it writes it
+LEFTOVER_PREFIXES = (".staging-", ".old-")        # write_trial's own half-written folders
 SUMMARY_BASENAME = "summary"
 
 # The probe's figures every summary row has, in display order; a workload's own scalar
@@ -47,7 +50,7 @@ def run_dir(results_dir: str, sweep: str, run_id: str) -> Path:
 
 
 def trial_dir(run: Path, trial_id: str) -> Path:
-    return run / "trials" / trial_id
+    return run / TRIAL_DIRS / trial_id
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -64,7 +67,7 @@ def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: D
     files = {name: redact_file(name, data, found) for name, data in files.items()}
     final = trial_dir(run, record.trial_id)
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".staging-{record.trial_id}-{uuid.uuid4().hex[:8]}"
+    staging = final.parent / f"{LEFTOVER_PREFIXES[0]}{record.trial_id}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
     (staging / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for name, data in files.items():
@@ -77,7 +80,7 @@ def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: D
 
 def _swap_in(staging: Path, final: Path) -> None:
     if final.exists():
-        old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+        old = final.parent / f"{LEFTOVER_PREFIXES[1]}{final.name}-{uuid.uuid4().hex[:8]}"
         os.replace(final, old)
         os.replace(staging, final)
         shutil.rmtree(old, ignore_errors=True)
@@ -184,7 +187,7 @@ def _parquet_safe(frame):
 
 def read_records(run: Path) -> List[Dict[str, Any]]:
     """Every complete trial record in a run folder (half-written folders are skipped)."""
-    trials = Path(run) / "trials"
+    trials = Path(run) / TRIAL_DIRS
     if not trials.is_dir():
         return []
     out = []
@@ -192,8 +195,19 @@ def read_records(run: Path) -> List[Dict[str, Any]]:
         path = folder / TRIAL_JSON
         if folder.name.startswith(".") or not path.exists():
             continue
-        out.append(TrialRecord.from_dict(json.loads(path.read_text())).to_dict())
+        out.append(read_record(path))
     return out
+
+
+def read_record(path: Path) -> Dict[str, Any]:
+    """One trial.json; a damaged one is named in one line (UnreadableRecord), not a traceback."""
+    try:
+        return TrialRecord.from_dict(json.loads(path.read_text())).to_dict()
+    except UnreadableRecord:
+        raise
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise UnreadableRecord(f"{path}: not a complete trial record ({type(exc).__name__}); restore it, or remove "
+                               f"its trial folder (resume=latest then runs that trial again)") from None
 
 
 def _readable(parquet: Path) -> bool:

@@ -1,49 +1,134 @@
-"""The run folder: where a sweep's results go, a new one or an earlier one to resume."""
+"""The run folder: where a sweep's results go, a new one or an earlier one to resume.
+
+Every path here stays inside results_dir (resolved, links followed): `sweep.name` and
+`run_id` name folders below it, and `resume=` takes `latest`, a run id of the sweep, or a
+run folder under results_dir. A new run folder is created with an exclusive mkdir, so two
+sweeps started in the same second never share one: the second takes a suffix (-2, -3 ...).
+It is created only once trials will run; bad input and dry runs leave nothing behind.
+Nothing is deleted that this tool did not create: resuming removes only the half-written
+trial folders that results.write_trial names as its own (.staging-*, .old-*).
+"""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
-from sweeper.errors import SweeperError
+from sweeper.errors import ConfigError, SweeperError
 from sweeper.plan import Trial
 from sweeper.record import TrialRecord
-from sweeper.results import read_records, run_dir
+from sweeper.results import LEFTOVER_PREFIXES, MULTIRUN_FILE, TRIAL_DIRS, read_records, run_dir, write_bytes_atomic
 from sweeper.schema import RootConfig
 
+MAX_SUFFIX = 1000      # run ids taken at once in one second: far more than a machine starts
 
-def resolve_run(root: RootConfig, fresh: Path) -> Path:
-    """The run folder: a new one, or with `resume=` an earlier one (the fresh, empty one goes)."""
-    if not root.resume:
-        return run_dir(root.results_dir, root.sweep.name, root.run_id)
-    runs = Path(root.results_dir).expanduser() / root.sweep.name
+
+def results_root(root: RootConfig) -> Path:
+    return Path(root.results_dir).expanduser().resolve()
+
+
+def contained(path: Path, results: Path, key: str) -> Path:
+    """`path` resolved; a ConfigError naming `key` when it leaves results_dir."""
+    resolved = path.expanduser().resolve()
+    if resolved == results or not resolved.is_relative_to(results):
+        raise ConfigError(f"{key}: {resolved} is not inside results_dir ({results}); "
+                          f"give a plain name (letters, digits, '-', '_', '.'), not a path")
+    return resolved
+
+
+def planned_run(root: RootConfig) -> Path:
+    """Where a new run would go (nothing is created): results_dir/<sweep.name>/<run_id>."""
+    results = results_root(root)
+    contained(results / root.sweep.name, results, "sweep.name")
+    return contained(run_dir(str(results), root.sweep.name, root.run_id), results, "run_id")
+
+
+def check_results_dir(root: RootConfig) -> None:
+    """results_dir is, or can become, a folder this user writes (creates nothing)."""
+    from sweeper.preflight import folder_problem
+
+    problem = folder_problem(results_root(root))
+    if problem:
+        raise ConfigError(f"results_dir: {problem}; set results_dir= to a folder you can write")
+
+
+def new_run(root: RootConfig, multirun: Optional[str] = None) -> Path:
+    """Creates the run folder atomically; takes a suffix when its name is taken (root.run_id
+    follows). Writes multirun.yaml (what Hydra launched) into it."""
+    planned = planned_run(root)
+    try:
+        planned.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"results_dir: cannot create {planned.parent} ({exc.strerror}); "
+                          f"set results_dir= to a folder you can write") from None
+    for n in range(1, MAX_SUFFIX):
+        name = root.run_id if n == 1 else f"{root.run_id}-{n}"
+        run = contained(planned.parent / name, results_root(root), "run_id")
+        try:
+            run.mkdir()
+        except FileExistsError:
+            continue
+        root.run_id = name
+        if multirun is not None:
+            write_bytes_atomic(run / MULTIRUN_FILE, multirun.encode())
+        return run
+    raise SweeperError(f"run_id: {planned} and {MAX_SUFFIX} suffixed names are taken; give another run_id")
+
+
+def drop_new_run(run: Optional[Path]) -> None:
+    """Removes a run folder this process created when no trial got into it (only multirun.yaml)."""
+    if run is None or not run.is_dir():
+        return
+    names = {p.name for p in run.iterdir()}
+    trials = run / TRIAL_DIRS
+    if names <= {MULTIRUN_FILE, TRIAL_DIRS} and not (trials.is_dir() and any(trials.iterdir())):
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def resumed_run(root: RootConfig) -> Path:
+    """The earlier run that `resume=` names: latest, a run id of this sweep, or a run folder
+    inside results_dir. It keeps its run id."""
+    results = results_root(root)
+    runs = contained(results / root.sweep.name, results, "sweep.name")
     if root.resume == "latest":
-        earlier = sorted(p for p in runs.iterdir() if (p / "trials").is_dir()) if runs.is_dir() else []
+        earlier = sorted(p for p in runs.iterdir() if (p / TRIAL_DIRS).is_dir()) if runs.is_dir() else []
         if not earlier:
-            raise SweeperError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}")
-        run = earlier[-1]
+            raise ConfigError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}; "
+                              f"start a new run without resume")
+        run = earlier[-1].resolve()
     else:
-        run = runs / root.resume
-        if not (run / "trials").is_dir():
-            raise SweeperError(f"resume={root.resume}: no run folder with trials at {run}")
-    if fresh.resolve() != run.resolve():
-        drop_if_empty(fresh)
+        run = _named_run(root.resume, runs, results)
+    if not (run / TRIAL_DIRS).is_dir():
+        raise ConfigError(f"resume: no run folder with trials at {run}; give latest, a run id under {runs}, "
+                          f"or a run folder inside results_dir")
+    contained(run / TRIAL_DIRS, results, "resume")
     root.run_id = run.name
     return run
 
 
-def drop_if_empty(fresh: Path) -> None:
-    """Bad input ran nothing: leave no run folder that holds only Hydra's multirun.yaml."""
-    if fresh.is_dir() and set(os.listdir(fresh)) <= {"multirun.yaml"}:
-        shutil.rmtree(fresh)
+def _named_run(resume: str, runs: Path, results: Path) -> Path:
+    """A run id (a plain name) under this sweep's folder, or a path that must stay in results_dir."""
+    if "/" not in resume and resume not in (".", "..", "~"):
+        return contained(runs / resume, results, "resume")
+    path = Path(resume).expanduser()
+    resolved = path.resolve()
+    if resolved == results or not resolved.is_relative_to(results):
+        raise ConfigError(f"resume: {resolved} is not inside results_dir ({results}); give latest, a run id "
+                          f"of sweep '{runs.name}', or a run folder under results_dir")
+    return resolved
+
+
+def is_own_leftover(path: Path) -> bool:
+    """A half-written trial folder that results.write_trial made (its own prefixes), not a link."""
+    return path.name.startswith(LEFTOVER_PREFIXES) and path.is_dir() and not path.is_symlink()
 
 
 def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, TrialRecord]:
-    """Finished trials of this grid from an earlier attempt at the run; leftovers of
-    half-written folders are removed so those trials run again."""
-    for leftover in (run / "trials").glob(".*"):
-        shutil.rmtree(leftover, ignore_errors=True)
+    """Finished trials of this grid from an earlier attempt at the run; this tool's own
+    half-written folders are removed so those trials run again. Nothing else is touched."""
+    for leftover in (run / TRIAL_DIRS).iterdir():
+        if is_own_leftover(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
     wanted = {t.trial_id for t in trials}
     return {r["trial_id"]: TrialRecord.from_dict(r) for r in read_records(run)
             if r["trial_id"] in wanted and r["status"] == "ok"}

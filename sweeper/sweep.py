@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from sweeper import display, exitcodes
 from sweeper.executors import Executor, TrialLost
+from sweeper.interrupts import interrupted, stop_signals
 from sweeper.plan import ClusterShape, Trial, next_repeat, shrunk, spread_over_fleet, wants_another_repeat
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
@@ -84,8 +84,9 @@ class Sweep:
 
     SUMMARY_EVERY_S = 2.0
 
-    def __init__(self, run: Path, root: RootConfig, jobs: List[Job], total: int):
+    def __init__(self, run: Path, root: RootConfig, jobs: List[Job], total: int, scratch: Optional[Path] = None):
         self.run, self.root, self.jobs = run, root, jobs
+        self.scratch = scratch                      # the driver's folder for the trials' scratch folders
         self.records: Dict[str, TrialRecord] = {}
         self.pending: Dict[Any, Attempt] = {}
         self.total = total
@@ -103,9 +104,11 @@ class Sweep:
         from sweeper import publishers
 
         self.executor, self.on_trial = executor, publishers.on_trial
+        executor.before_trial = publishers.drain    # in-process trials: what starts during one is the trial's
         self.trackers_of = lambda record: publishers.trackers(self.run, record, self.jobs[0].values)
         done = earlier_results(self.run, trials) if self.root.resume else {}
         self.records.update(done)
+        self.summary_stale = bool(self.root.resume)  # a resumed run's summary may never have been written
         print(f"sweep '{self.root.sweep.name}': {len(trials)} trial(s) on {executor.describe(shape)}, "
               f"isolation={self.root.resources.isolation}", flush=True)
         if done:
@@ -113,20 +116,19 @@ class Sweep:
                   f"{len(trials) - len(done)} to run", flush=True)
         self.progress = Progress(self.total)
         self.progress.advance(len(done))
-        previous = {sig: signal.signal(sig, self._interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         self.shape, self.window = shape, window_size(self.root, trials, shape)
         self.queue.extend(in_groups([t for t in trials if t.trial_id not in done]))
         try:
-            self.fill()
-            self.loop()
+            with stop_signals(self._interrupt):
+                self.fill()
+                self.loop()
             return exitcodes.OK
         except KeyboardInterrupt:
-            print("interrupted: cancelling running trials; finished ones are kept", file=sys.stderr, flush=True)
+            code = interrupted("while trials ran: running trials are cancelled, finished ones kept; "
+                               "resume=latest runs the rest")
             self.cancel_all()
-            return exitcodes.INTERRUPTED
+            return code
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             if self.progress is not None:
                 self.progress.close()
             if self.summary_stale:
@@ -141,7 +143,8 @@ class Sweep:
         raise KeyboardInterrupt
 
     def start(self, trial: Trial, values: Dict[str, Any], number: int = 1, retry_of: Optional[str] = None) -> None:
-        spec = {**trial.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": retry_of}
+        spec = {**trial.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": retry_of,
+                "scratch_root": str(self.scratch) if self.scratch else None}
         attempt = Attempt(trial, spec, values, number)
         if trial.infeasible:
             self.finish(TrialRecord.for_spec(spec, status="infeasible", error_type="Infeasible",

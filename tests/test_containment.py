@@ -19,6 +19,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.test_isolation import spec_for
 
+pytestmark = pytest.mark.slow      # real processes throughout
+
 ESCAPEES = "tests.workloads_for_tests:starts_escapees"
 
 
@@ -183,15 +185,18 @@ SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IG
 
 FAKE_DRIVER = f"""
 import json, subprocess, sys, time
-from sweeper import containment
+from sweeper import rayguard
 session_dir, close = sys.argv[1], sys.argv[2] == "close"
 before = subprocess.Popen([sys.executable, "-c", {SLEEPER!r}], start_new_session=True)
-guard = containment.guard_session(session_dir)
+guard = rayguard.guard_session(session_dir)
 # started after the guard: found only by the session folder on its command line
 after = subprocess.Popen([sys.executable, "-c", {SLEEPER!r}, session_dir + "/sockets/x"], start_new_session=True)
+import psutil
+watchdog = [guard.proc.pid, psutil.Process(guard.proc.pid).create_time()]
 if close:
     guard.close()
-print(json.dumps({{"pids": [before.pid, after.pid], "watchdog": guard.proc.pid if guard.proc else None}}), flush=True)
+print(json.dumps({{"pids": [before.pid, after.pid], "watchdog": watchdog[0], "created": watchdog[1],
+                  "closed": guard.proc is None}}), flush=True)
 time.sleep(3600)
 """
 
@@ -223,15 +228,25 @@ def test_a_killed_driver_takes_its_session_down(tmp_path):
         end(procs)
 
 
+def same_process_running(pid, created):
+    try:
+        proc = psutil.Process(pid)
+        return alive(proc) and abs(proc.create_time() - created) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_a_closed_guard_leaves_everything_alone(tmp_path):
+    """close() returns only once the watchdog has ended (it is gone from the process table when
+    the driver reports), so nothing is left that could end the session when the driver dies:
+    the session's processes must then be alive at once, with no waiting to see."""
     session_dir = str(tmp_path / "session_fake")
     driver, info = start_driver(FAKE_DRIVER, session_dir, "close")
     procs = processes(info["pids"])
     try:
-        assert info["watchdog"] is None
+        assert info["closed"] and not same_process_running(info["watchdog"], info["created"])
         driver.kill()
         driver.wait()
-        time.sleep(2)
         assert all(alive(p) for p in procs)
     finally:
         driver.kill()
@@ -241,7 +256,7 @@ def test_a_closed_guard_leaves_everything_alone(tmp_path):
 RAY_DRIVER = """
 import json, logging, os, time
 import psutil, ray
-from sweeper.containment import guard_local_ray
+from sweeper.rayguard import guard_local_ray
 from sweeper.executors.ray_executor import ray_session_dir
 ray.init(num_cpus=1, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
 guard = guard_local_ray(ray_session_dir())

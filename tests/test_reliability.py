@@ -1,5 +1,6 @@
 """Faults injected for real: each ends as a row, finished trials stay intact, nothing is left running."""
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -251,3 +252,102 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+# -- paths, concurrency, leftovers, signals (issue: safe to leave running unattended) ----------
+def sweeper_env(tmp_path, **extra):
+    return {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT), **extra}
+
+
+def test_four_sweeps_started_at_once_keep_their_own_run_folder_trials_and_figures(tmp_path):
+    """The same run id for all four (what a timestamp gives sweeps started in the same second):
+    each takes a folder of its own, and prints and records only its own trials."""
+    results = tmp_path / "results"
+    procs = [subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={results}", "executor=local",
+                               "run_id=same", f"workload.target={T}:quick", "workload.steps=3", "workload.warmup_steps=0",
+                               f"workload.seed={10 * i},{10 * i + 1}", "wandb.enabled=false", "report.enabled=false"],
+                              cwd=ROOT, env=sweeper_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(4)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-2000:] for _, err in outputs]
+    runs = sorted((results / "single").iterdir())
+    assert [r.name for r in runs] == ["same", "same-2", "same-3", "same-4"]
+    seeds_of = {}
+    for run in runs:
+        records = read_records(run)
+        assert {r["run_id"] for r in records} == {run.name}
+        seeds_of[run.name] = sorted(r["swept"]["workload.seed"] for r in records)
+    assert sorted(seeds_of.values()) == [[10 * i, 10 * i + 1] for i in range(4)]
+    for out, _ in outputs:             # each prints its own figures: the run folder its seeds are in
+        run = next(name for name, seeds in seeds_of.items() if f"seed={seeds[0]} " in out)
+        assert str(results / "single" / run) in out
+        assert all(f"seed={s} " not in out for name, seeds in seeds_of.items() if name != run for s in seeds)
+    history = list((results / "history").rglob("*.parquet"))
+    assert len(history) == 4 and len({p.name for p in history}) == 4
+
+
+def test_a_daemon_a_local_trial_double_forks_ends_with_the_trial(tmp_path):
+    pid_file = tmp_path / "pids"
+    result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", "executor=local",
+                             f"workload.target={T}:starts_escapees", f"+workload.params.pid_file={pid_file}",
+                             "workload.steps=3", "workload.warmup_steps=0", "wandb.enabled=false",
+                             "report.enabled=false", "history.enabled=false"],
+                            cwd=ROOT, env=sweeper_env(tmp_path), capture_output=True, text=True, timeout=300)
+    child, daemon = [int(p) for p in pid_file.read_text().split()]
+    left = zygotes_and_trials_alive([child, daemon])
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert left == []            # both were gone when the command returned
+
+
+def wait_for(predicate, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_ctrl_c_on_ray_trials_leaves_no_scratch_folder_and_one_line(tmp_path):
+    tmp = Path(tempfile.mkdtemp(prefix="st", dir="/tmp"))      # short: Ray's socket paths live under it
+    try:
+        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                                   f"workload.target={T}:hangs", "workload.seed=0,1", "resources.isolation=pack",
+                                   "wandb.enabled=false", "report.enabled=false", "history.enabled=false"],
+                                  cwd=ROOT, env=sweeper_env(tmp_path, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: len(list(tmp.glob("sweeper-scratch-*/sweeper-*"))) == 2)   # both trials run
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+        assert driver.returncode == 130, err[-3000:]
+        assert [line for line in err.splitlines() if line.startswith("interrupted")] == \
+            ["interrupted while trials ran: running trials are cancelled, finished ones kept; resume=latest runs the rest"]
+        assert "Traceback" not in err
+        assert [p.name for p in tmp.iterdir() if p.name.startswith("sweeper-")] == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_suite_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path):
+    """A background job of a shell script starts with SIGINT ignored; the suite sets its own handler."""
+    (tmp_path / "conf" / "sweep").mkdir(parents=True)
+    (tmp_path / "conf" / "sweep" / "hang.yaml").write_text(
+        f"# @package _global_\nsweep:\n  name: hang\nworkload:\n  target: {T}:hangs\n")
+    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", "+sweep=overnight",
+           "overnight.sweeps=[hang]", f"overnight.lock_file={tmp_path / 'lock'}", "executor=local",
+           "wandb.enabled=false", "report.enabled=false", "history.enabled=false"]
+    suite = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_for(lambda: list((tmp_path / "results").glob("overnight/*/hang/*/multirun.yaml")))
+        suite.send_signal(signal.SIGINT)
+        out, err = suite.communicate(timeout=120)
+    finally:
+        if suite.poll() is None:
+            suite.kill()
+    assert suite.returncode == 130, err[-3000:]
+    night = next((tmp_path / "results" / "overnight").iterdir())
+    manifest = json.loads((night / "night.json").read_text())
+    assert manifest["exit_code"] == 130 and manifest["sweeps"][0]["status"] == "interrupted"

@@ -8,7 +8,6 @@ records its exit code. Whether trials run on Ray or in this process is the drive
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from hydra.core.hydra_config import HydraConfig
@@ -20,6 +19,7 @@ from sweeper import exitcodes
 from sweeper.entry import run_jobs
 from sweeper.sweep import Job
 from sweeper.errors import SweeperError
+from sweeper.interrupts import interrupted, stop_signals
 from sweeper.schema import root_config_from_dict
 
 
@@ -43,11 +43,15 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
     try:
-        jobs = compose_all(launcher, job_overrides, initial_job_idx)
+        with stop_signals():
+            jobs = compose_all(launcher, job_overrides, initial_job_idx)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         exitcodes.report(exitcodes.USAGE)
         return []
-    exitcodes.report(run_jobs(jobs, Path(str(launcher.config.hydra.sweep.dir))))
+    except KeyboardInterrupt:
+        exitcodes.report(interrupted("while composing the configs: nothing was written"))
+        return []
+    exitcodes.report(run_jobs(jobs, OmegaConf.to_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
     return [JobReturn(overrides=j.overrides, status=JobStatus.COMPLETED, _return_value=None, task_name="sweeper")
             for j in jobs]

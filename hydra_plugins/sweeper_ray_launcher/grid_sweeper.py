@@ -1,20 +1,43 @@
-"""Hydra's BasicSweeper, without its second composition of every job.
+"""Hydra's BasicSweeper, without its second composition of every job and without its
+early run folder.
 
 BasicSweeper composes each job of a batch once to check it (`validate_batch_is_legal`),
 then the launcher composes it again. The sweeper's Ray launcher composes and checks
 every job itself before any trial starts, so the first pass only doubles the start-up
-(about 0.1 s a job). With any other launcher (hydra/launcher=basic) the check stays.
+(about 0.1 s a job). BasicSweeper also creates `hydra.sweep.dir` and writes
+multirun.yaml into it before anything is checked; with the sweeper's launcher the driver
+creates the run folder itself, atomically and inside results_dir, only once trials will
+run, and writes multirun.yaml there (sweeper/runfolder.py). With any other launcher
+(hydra/launcher=basic) both stay as Hydra does them.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, List, Sequence
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+
+def _ours(launcher) -> bool:
+    from hydra_plugins.sweeper_ray_launcher.ray_launcher import SweeperRayLauncher
+
+    return isinstance(launcher, SweeperRayLauncher)
 
 
 class SweeperGridSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from hydra_plugins.sweeper_ray_launcher.ray_launcher import SweeperRayLauncher
-
-        if not isinstance(self.launcher, SweeperRayLauncher):
+        if not _ours(self.launcher):
             super().validate_batch_is_legal(batch)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        if not _ours(self.launcher):
+            return super().sweep(arguments)
+        params = self._parse_config() + list(arguments)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
+        returns, first = [], 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            returns.append(self.launcher.launch(batch, initial_job_idx=first))
+            first += len(batch)
+        return returns

@@ -11,7 +11,7 @@ exit codes and publishers are the same whichever ran the trials.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
@@ -27,6 +27,10 @@ class TrialLost(Exception):
 
 class Executor:
     """Submit trials, wait for some to end, take their outcomes, cancel the rest."""
+
+    # Called before each trial that runs inside the driver's process (local), so that what
+    # starts while it runs is the trial's: the driver lets its background work finish first.
+    before_trial: Optional[Callable[[], None]] = None
 
     def start(self) -> ClusterShape:
         raise NotImplementedError

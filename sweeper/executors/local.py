@@ -5,7 +5,9 @@ breakpoint in it stops the sweep there and `nsys profile python -m sweeper execu
 sees every trial. What it gives up: no process per trial (a trial's threads, seeds and
 memory cap stay set for the next), no timeout, and a trial that kills its own process
 ends the sweep. Records, summary, tables, exit codes and publishers are the driver's,
-the same as with Ray.
+the same as with Ray. What a trial starts still ends with it: this process is a child
+subreaper, so a daemon the trial double-forks comes back below it, and every process that
+appeared below it during the trial is ended when the trial returns.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 from sweeper.executors import Executor
-from sweeper.isolation import Outcome, collect
+from sweeper.isolation import Outcome, collect, scratch_root
 from sweeper.plan import ClusterShape, Trial
 
 
@@ -50,6 +52,9 @@ class LocalExecutor(Executor):
         self.done: Dict[int, Outcome] = {}
 
     def start(self) -> ClusterShape:
+        from sweeper.containment import set_child_subreaper
+
+        set_child_subreaper()
         return this_machine()
 
     def describe(self, shape: ClusterShape) -> str:
@@ -70,15 +75,20 @@ class LocalExecutor(Executor):
         return [handle]
 
     def _run(self, spec: Dict[str, Any]) -> Outcome:
+        from sweeper.containment import descendants, end_new_descendants
         from sweeper.trial import execute
 
-        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-"))
+        if self.before_trial is not None:
+            self.before_trial()
+        before = descendants()
+        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
         try:
             execute(spec, scratch)
             outcome = collect(spec, scratch, 0, "ok", spec["config"].resources.timeout_s)
             outcome.record.worker_pid = os.getpid()
             return outcome
         finally:
+            end_new_descendants(before)
             shutil.rmtree(scratch, ignore_errors=True)
 
     def outcome(self, handle: int) -> Outcome:

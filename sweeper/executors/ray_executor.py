@@ -84,7 +84,7 @@ class RayExecutor(Executor):
             self.zygote = NodeZygote(self.preload)       # imports torch while Ray starts
         self.started_ray = self._connect()
         if self.started_ray:
-            from sweeper.containment import guard_local_ray
+            from sweeper.rayguard import guard_local_ray
 
             self.guard = guard_local_ray(ray_session_dir())   # Ray's processes end with this driver, even on SIGKILL
         return self._shape()

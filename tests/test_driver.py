@@ -1,0 +1,350 @@
+"""The sweep driver in-process, with an executor that runs nothing (tests/fake_executor.py):
+retries, OOM shrinking, timeouts, cancel, resume, the window, the deadline, the run folder
+and signals, each in well under a second."""
+import itertools
+import json
+import os
+import signal
+import time
+
+import pandas as pd
+import pytest
+
+from sweeper import driver, exitcodes
+from sweeper.results import read_records
+from sweeper.schema import root_config_from_dict
+from sweeper.sweep import Job
+from tests.fake_executor import FakeExecutor
+
+T = "tests.workloads_for_tests:quick"
+
+
+def nested(dotted):
+    out = {}
+    for key, value in dotted.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def jobs_for(tmp_path, grid=None, **settings):
+    """The jobs Hydra's launcher would hand over for `grid` ({dotted key: [values]}) and settings."""
+    grid = grid or {"workload.seed": [0, 1]}
+    base = {"results_dir": str(tmp_path / "results"), "run_id": "r1", "workload.target": T,
+            "wandb.enabled": False, "report.enabled": False, "history.enabled": False, **settings}
+    jobs = []
+    for point in itertools.product(*grid.values()):
+        swept = dict(zip(grid, point))
+        values = nested({**base, **swept})
+        jobs.append(Job([f"{k}={v}" for k, v in swept.items()], root_config_from_dict(values), values))
+    return jobs
+
+
+@pytest.fixture
+def sweep(tmp_path, monkeypatch):
+    """run(script, grid, **settings) -> (exit code, the fake executor); the end of the sweep is
+    a stand-in that says whether every trial ended ok (the views have tests of their own)."""
+    ends = []
+
+    def publish_end(sweep, root, run):
+        ends.append(run)
+        return exitcodes.TRIALS_FAILED if any(r.status != "ok" for r in sweep.records.values()) else exitcodes.OK
+
+    monkeypatch.setattr(driver, "publish_end", publish_end)
+
+    def run(script=lambda spec, attempt: "ok", grid=None, shape=None, **settings):
+        executor = FakeExecutor(script, **({"shape": shape} if shape else {}))
+        monkeypatch.setattr(driver, "make_executor", lambda root, preload: executor)
+        run.ends = ends
+        return driver.run_sweep(jobs_for(tmp_path, grid, **settings), "multirun: true\n"), executor
+
+    return run
+
+
+def records(tmp_path, run_id="r1"):
+    return {r["trial_id"]: r for r in read_records(tmp_path / "results" / "single" / run_id)}
+
+
+def once(action):
+    """A script event that happens the first time the trial is waited for, and not again."""
+    done = []
+
+    def event():
+        if not done:
+            done.append(1)
+            action()
+    return event
+
+
+# -- trials: retries, OOM, timeouts -----------------------------------------------------
+def test_a_killed_trial_is_retried_up_to_max_retries_and_then_is_a_row(sweep, tmp_path):
+    code, fake = sweep(lambda spec, attempt: "killed" if attempt < 3 else "ok", grid={"workload.seed": [0]},
+                       **{"resources.max_retries": 1})
+    (record,) = records(tmp_path).values()
+    assert (code, record["status"], record["error_type"], record["attempts"]) == (1, "failed", "TrialKilled", 2)
+    assert len(fake.submitted) == 2
+
+
+def test_a_trial_lost_with_its_node_runs_again_and_keeps_its_id(sweep, tmp_path):
+    code, fake = sweep(lambda spec, attempt: "lost" if attempt == 1 else "ok", grid={"workload.seed": [0]},
+                       **{"resources.max_retries": 1})
+    (record,) = records(tmp_path).values()
+    assert (code, record["status"], record["attempts"]) == (0, "ok", 2)
+
+
+def test_a_failed_trial_is_a_row_and_is_not_retried(sweep, tmp_path):
+    code, fake = sweep(lambda spec, attempt: "failed" if spec["swept"]["workload.seed"] == 1 else "ok",
+                       **{"resources.max_retries": 3})
+    statuses = sorted(r["status"] for r in records(tmp_path).values())
+    assert (code, statuses, len(fake.submitted)) == (1, ["failed", "ok"], 2)
+
+
+def test_out_of_memory_halves_the_batch_until_it_fits_and_keeps_every_attempt(sweep, tmp_path):
+    def script(spec, attempt):
+        return "oom" if spec["config"].data.batch_size > 4 else "ok"
+
+    code, _ = sweep(script, grid={"data.batch_size": [16]}, **{"resources.on_oom": "halve"})
+    found = records(tmp_path)
+    sizes = {tid: r["config"]["data"]["batch_size"] for tid, r in found.items()}
+    assert sorted(sizes.values()) == [4, 8, 16]
+    by_size = {size: found[tid] for tid, size in sizes.items()}
+    assert [by_size[s]["status"] for s in (16, 8, 4)] == ["oom", "oom", "ok"]
+    assert by_size[8]["retry_of"] == by_size[16]["trial_id"] and by_size[4]["retry_of"] == by_size[8]["trial_id"]
+    assert code == exitcodes.TRIALS_FAILED
+
+
+def test_out_of_memory_without_on_oom_is_one_row(sweep, tmp_path):
+    code, fake = sweep(lambda spec, attempt: "oom", grid={"data.batch_size": [16]})
+    assert [r["status"] for r in records(tmp_path).values()] == ["oom"] and len(fake.submitted) == 1
+
+
+def test_a_timeout_is_a_row_named_so_and_is_not_retried(sweep, tmp_path):
+    code, fake = sweep(lambda spec, attempt: "timeout", grid={"workload.seed": [0]}, **{"resources.max_retries": 2})
+    (record,) = records(tmp_path).values()
+    assert (code, record["status"], record["error_type"], len(fake.submitted)) == (1, "timeout", "TrialTimeout", 1)
+
+
+# -- the window and the deadline --------------------------------------------------------
+def test_without_a_deadline_every_trial_is_submitted_at_once(sweep):
+    _, fake = sweep(grid={"workload.seed": list(range(6))})
+    assert fake.most_waiting == 6
+
+
+def test_with_a_deadline_only_as_many_trials_wait_as_the_cluster_holds(sweep):
+    # two CPUs, a CPU each: two at a time, so the deadline can still keep the rest from starting
+    _, fake = sweep(grid={"workload.seed": list(range(6))}, **{"overnight.deadline": time.time() + 3600,
+                                                                "resources.isolation": "pack", "resources.cpus": 1})
+    assert fake.most_waiting == 2 and len(fake.submitted) == 6
+
+
+def test_past_the_deadline_nothing_starts_and_skipped_json_lists_every_trial(sweep, tmp_path, capsys):
+    code, fake = sweep(grid={"workload.seed": [0, 1, 2]}, **{"overnight.deadline": time.time() - 1})
+    skipped = json.loads((tmp_path / "results" / "single" / "r1" / "skipped.json").read_text())
+    assert fake.submitted == [] and len(skipped) == 3 and {s["reason"] for s in skipped} == {"deadline"}
+    assert "the deadline passed; 3 trial(s) not started" in capsys.readouterr().err
+
+
+# -- cancel and resume -------------------------------------------------------------------
+def test_ctrl_c_cancels_what_runs_keeps_what_finished_and_exits_130(sweep, tmp_path, capsys):
+    order = []
+    fired = []
+
+    def script(spec, attempt):
+        order.append(spec["trial_id"])
+        if len(set(order)) == 3 and not fired:
+            fired.append(1)
+            return lambda: os.kill(os.getpid(), signal.SIGINT)
+        return "ok"
+
+    code, fake = sweep(script, grid={"workload.seed": list(range(5))})
+    found = records(tmp_path)
+    statuses = sorted(r["status"] for r in found.values())
+    assert code == exitcodes.INTERRUPTED
+    assert statuses == ["cancelled"] * 3 + ["ok"] * 2
+    assert sorted(fake.cancelled) == sorted(t for t, r in found.items() if r["status"] == "cancelled")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted while trials ran") and "resume=latest" in err[0]
+    assert fake.closed
+
+
+def test_resume_runs_only_what_did_not_finish_in_the_same_folder(sweep, tmp_path, capsys):
+    grid = {"workload.seed": list(range(4))}
+    sweep(lambda spec, attempt: "failed" if spec["swept"]["workload.seed"] == 2 else "ok", grid=grid)
+    first = records(tmp_path)
+    failed = [t for t, r in first.items() if r["status"] != "ok"]
+    (tmp_path / "results" / "single" / "r1" / "summary.parquet").unlink()     # the end never came
+    code, fake = sweep(grid=grid, resume="latest", run_id="r2")
+    assert code == exitcodes.OK
+    assert [s["trial_id"] for s in fake.submitted] == failed
+    assert os.listdir(tmp_path / "results" / "single") == ["r1"]
+    summary = pd.read_parquet(tmp_path / "results" / "single" / "r1" / "summary.parquet")
+    assert len(summary) == 4 and (summary["status"] == "ok").all()
+    assert "resuming" in capsys.readouterr().out
+
+
+def test_resume_removes_only_its_own_half_written_folders(sweep, tmp_path):
+    sweep(grid={"workload.seed": [0]})
+    trials = tmp_path / "results" / "single" / "r1" / "trials"
+    (trials / ".staging-abc-0-1234").mkdir()
+    (trials / ".keep").mkdir()
+    (trials / ".keep" / "f").write_text("x")
+    (trials / ".old-notadir").write_text("x")
+    code, _ = sweep(grid={"workload.seed": [0]}, resume="r1")
+    assert code == 0
+    assert sorted(p.name for p in trials.iterdir() if p.name.startswith(".")) == [".keep", ".old-notadir"]
+
+
+def test_resume_with_a_damaged_trial_json_is_one_line_naming_the_file(sweep, tmp_path, capsys):
+    sweep(grid={"workload.seed": [0]})
+    (path,) = (tmp_path / "results" / "single" / "r1" / "trials").glob("*/trial.json")
+    path.write_text(path.read_text()[:40])
+    capsys.readouterr()
+    code, fake = sweep(grid={"workload.seed": [0]}, resume="latest")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.USAGE and fake.submitted == []
+    assert len(err) == 1 and err[0].startswith(f"error: {path}: not a complete trial record")
+
+
+# -- the run folder ------------------------------------------------------------------------
+@pytest.mark.parametrize("key, value", [("sweep.name", "../../escaped"), ("sweep.name", "/tmp/abs-sweep"),
+                                        ("run_id", "../../escaped"), ("run_id", "/tmp/abs-run")])
+def test_a_name_that_leaves_results_dir_is_refused_before_anything_is_written(sweep, tmp_path, capsys, monkeypatch,
+                                                                               key, value):
+    """The driver's own wall, behind the schema's plain-name check: a name given past it."""
+    built = jobs_for
+
+    def unchecked(*args, **kwargs):
+        jobs = built(*args, **kwargs)
+        section, _, name = key.rpartition(".")
+        for job in jobs:
+            setattr(getattr(job.config, section) if section else job.config, name, value)
+        return jobs
+
+    monkeypatch.setitem(globals(), "jobs_for", unchecked)
+    code, fake = sweep()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.USAGE and fake.submitted == []
+    assert len(err) == 1 and err[0].startswith(f"error: {key}: ") and "not inside results_dir" in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_folder_linked_out_of_results_dir_is_refused(sweep, tmp_path, capsys):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "single").symlink_to(tmp_path / "elsewhere")
+    code, fake = sweep()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, fake.submitted, len(err)) == (exitcodes.USAGE, [], 1)
+    assert err[0].startswith("error: sweep.name: ") and list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.mark.parametrize("resume", ["{victim}", "../victim", "{results}", "~"])
+def test_resume_outside_results_dir_is_refused_and_touches_nothing(sweep, tmp_path, capsys, resume):
+    victim = tmp_path / "victim"
+    (victim / "trials" / ".keep").mkdir(parents=True)
+    (victim / "trials" / ".keep" / "f").write_text("x")
+    (tmp_path / "results").mkdir()
+    resume = resume.format(victim=victim, results=tmp_path / "results")
+    code, fake = sweep(resume=resume)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.USAGE and fake.submitted == []
+    assert len(err) == 1 and err[0].startswith("error: resume")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == \
+        ["results", "victim", "victim/trials", "victim/trials/.keep", "victim/trials/.keep/f"]
+
+
+def test_a_taken_run_id_gets_a_suffix_and_each_run_keeps_its_own_trials(sweep, tmp_path):
+    sweep(grid={"workload.seed": [0]})
+    sweep(grid={"workload.seed": [1]})
+    runs = tmp_path / "results" / "single"
+    assert sorted(os.listdir(runs)) == ["r1", "r1-2"]
+    assert [r["swept"]["workload.seed"] for r in read_records(runs / "r1")] == [0]
+    second = read_records(runs / "r1-2")
+    assert [(r["swept"]["workload.seed"], r["run_id"]) for r in second] == [(1, "r1-2")]
+    assert (runs / "r1-2" / "multirun.yaml").read_text() == "multirun: true\n"
+
+
+def test_a_dry_run_and_bad_input_leave_no_folder(sweep, tmp_path, capsys):
+    code, _ = sweep(dry_run=True)
+    assert code == 0 and "dry run: 2 trial(s)" in capsys.readouterr().out
+    code, _ = sweep(executor="local", **{"resources.every_device": True})    # refused at plan time
+    assert code == exitcodes.USAGE and "error: resources.every_device" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_results_dir_that_is_a_file_is_one_line_even_for_a_dry_run(sweep, tmp_path, capsys):
+    (tmp_path / "results").write_text("not a folder")
+    code, _ = sweep(dry_run=True)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.USAGE and len(err) == 1 and err[0].startswith("error: results_dir: ")
+
+
+# -- signals at every phase ---------------------------------------------------------------
+@pytest.fixture
+def sigterm_would_kill():
+    """SIGTERM's default ends the process: stand in a handler that only notes it came, so a
+    driver that forgot to catch SIGTERM shows as "no interrupt" instead of ending pytest."""
+    came = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: came.append(1))
+    yield came
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_while_planning_is_one_line_130_and_nothing_written(sweep, tmp_path, capsys, monkeypatch,
+                                                                     sigterm_would_kill):
+    planned = driver.plan
+
+    def plan(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return planned(*args)
+
+    monkeypatch.setattr(driver, "plan", plan)
+    code, fake = sweep()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, sigterm_would_kill) == (exitcodes.INTERRUPTED, [])
+    assert err == ["interrupted while planning: nothing was written"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_sigterm_before_any_trial_removes_the_new_run_folder(sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
+    monkeypatch.setattr(FakeExecutor, "start", lambda self: os.kill(os.getpid(), signal.SIGTERM))
+    code, fake = sweep()
+    assert (code, capsys.readouterr().err.strip()) == (exitcodes.INTERRUPTED,
+                                                       "interrupted before any trial started: nothing was kept")
+    assert os.listdir(tmp_path / "results" / "single") == [] and fake.closed
+
+
+def test_sigterm_while_publishing_is_one_line_and_resume_publishes_again(sweep, tmp_path, capsys, monkeypatch,
+                                                                          sigterm_would_kill):
+    def publish_end(sweep, root, run):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 0
+
+    monkeypatch.setattr(driver, "publish_end", publish_end)
+    code, _ = sweep()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, sigterm_would_kill, len(err)) == (exitcodes.INTERRUPTED, [], 1)
+    assert err[0].startswith("interrupted while publishing") and "resume=latest" in err[0]
+
+
+def test_resume_of_a_finished_run_runs_no_trial_and_publishes_the_end(sweep, tmp_path):
+    sweep()
+    (tmp_path / "results" / "single" / "r1" / "summary.parquet").unlink()
+    code, fake = sweep(resume="latest")
+    assert (code, fake.submitted) == (0, [])
+    assert (tmp_path / "results" / "single" / "r1" / "summary.parquet").exists()
+    assert len(sweep.ends) == 2 and sweep.ends[1] == (tmp_path / "results" / "single" / "r1").resolve()
+
+
+def test_scratch_folder_of_the_run_is_removed_whatever_the_end(sweep, tmp_path, monkeypatch):
+    roots = []
+
+    def script(spec, attempt):
+        roots.append(spec["scratch_root"])
+        return lambda: os.kill(os.getpid(), signal.SIGINT)
+
+    code, _ = sweep(script, grid={"workload.seed": [0]})
+    assert code == exitcodes.INTERRUPTED and roots and not os.path.exists(roots[0])
