@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import re
 import tarfile
@@ -22,6 +23,7 @@ from typing import Optional, Set
 
 BLOCK = tarfile.BLOCKSIZE
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+_NAMING = (tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE)   # headers naming the next member
 _SAMPLE_KEY = re.compile(r"^((?:.*/|)[^./]+)\.[^/]*$")      # webdataset's key: the path up to the first dot
 CACHE_VERSION = 1
 
@@ -34,9 +36,9 @@ def _blocks(size: int) -> int:
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 
-def _header(f, path: str, offset: int, total: int) -> Optional[tarfile.TarInfo]:
+def _header(data, path: str, offset: int, total: int) -> Optional[tarfile.TarInfo]:
     """The header at `offset`, or None at the end-of-archive block."""
-    buf = f.read(BLOCK)
+    buf = data[offset:offset + BLOCK]
     if len(buf) < BLOCK:
         what = "ends" if not buf else f"is cut inside a header ({len(buf)} of {BLOCK} bytes)"
         raise ShardDamaged(f"{path}: {what} at byte {offset} of {total}, before the tar's end marker "
@@ -49,39 +51,44 @@ def _header(f, path: str, offset: int, total: int) -> Optional[tarfile.TarInfo]:
         raise ShardDamaged(f"{path}: garbled tar header at byte {offset} ({exc})") from None
 
 
-def _long_name(f, info: tarfile.TarInfo) -> Optional[str]:
+def _long_name(data, offset: int, info: tarfile.TarInfo) -> Optional[str]:
     """The next member's name from a GNU long-name or a pax header (their data), else None."""
+    body = bytes(data[offset + BLOCK:offset + BLOCK + info.size]) if info.type in _NAMING else b""
     if info.type == tarfile.GNUTYPE_LONGNAME:
-        return f.read(info.size).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-    if info.type in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
-        found = re.search(rb"\d+ path=([^\n]*)\n", f.read(info.size))
-        return found.group(1).decode("utf-8", "surrogateescape") if found else None
-    return None
+        return body.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+    found = re.search(rb"\d+ path=([^\n]*)\n", body)
+    return found.group(1).decode("utf-8", "surrogateescape") if found else None
 
 
 def count_samples(path: str) -> int:
     """Walks the whole tar; returns its number of samples (webdataset keys). ShardDamaged when
-    a header is cut or garbled, a member's data runs past the end, or the end marker is missing."""
-    total = os.path.getsize(path)
+    a header is cut or garbled, a member's data runs past the end, or the end marker is missing.
+    Only the headers are touched (the file is mapped, not read)."""
+    with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        if total == 0:
+            raise ShardDamaged(f"{path}: is empty (0 bytes); a tar holds at least its end marker")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _walk(data, path, total)
+
+
+def _walk(data, path: str, total: int) -> int:
     keys: Set[str] = set()
     offset, name = 0, None
-    with open(path, "rb") as f:
-        while True:
-            info = _header(f, path, offset, total)
-            if info is None:
-                return len(keys)
-            end = offset + BLOCK + _blocks(info.size)
-            if end > total:
-                raise ShardDamaged(f"{path}: member {info.name!r} at byte {offset} needs {info.size} bytes of data "
-                                   f"but the file ends at byte {total} (a truncated copy?)")
-            longer = _long_name(f, info)
-            if info.type in _REGULAR:
-                key = _SAMPLE_KEY.match(name or info.name)
-                if key:
-                    keys.add(key.group(1))
-            name = longer
-            offset = end
-            f.seek(offset)
+    while True:
+        info = _header(data, path, offset, total)
+        if info is None:
+            return len(keys)
+        end = offset + BLOCK + _blocks(info.size)
+        if end > total:
+            raise ShardDamaged(f"{path}: member {info.name!r} at byte {offset} needs {info.size} bytes of data "
+                               f"but the file ends at byte {total} (a truncated copy?)")
+        if info.type in _REGULAR:
+            key = _SAMPLE_KEY.match(name or info.name)
+            if key:
+                keys.add(key.group(1))
+        name = _long_name(data, offset, info)
+        offset = end
 
 
 def _cache_file(path: str, cache_dir: str) -> Path:
