@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from sweeper import exitcodes
-from sweeper.results import write_bytes_atomic
 from sweeper.errors import SweeperError
+from sweeper.files import write_bytes_atomic
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.runfolder import new_run, planned_run
 

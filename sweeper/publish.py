@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
+from sweeper.files import write_json_atomic
 from sweeper.publishers import wandb_sink
 from sweeper.publishers.wandb_report import SPEC_FILE
 
@@ -93,14 +94,12 @@ def run_ids(run: Path, records: List[Dict[str, Any]]) -> Dict[str, str]:
 
 def offline_dirs(run: Path, ids: Dict[str, str]) -> List[Path]:
     """This sweep's offline run folders: <run>/wandb, or the run's wandb.dir (multirun.yaml)."""
-    roots = [run / "wandb"]
-    multirun = run / "multirun.yaml"
-    if multirun.exists():
-        import yaml
+    from sweeper.results import launch_config
 
-        directory = ((yaml.safe_load(multirun.read_text()) or {}).get("wandb") or {}).get("dir")
-        if directory:
-            roots.append(Path(directory).expanduser() / "wandb")
+    roots = [run / "wandb"]
+    directory = (launch_config(run).get("wandb") or {}).get("dir")
+    if directory:
+        roots.append(Path(directory).expanduser() / "wandb")
     wanted = set(ids.values())
     found = {d for root in roots if root.is_dir() for d in root.glob("offline-run-*")
              if d.is_dir() and d.name.split("-", 3)[-1] in wanted}
@@ -116,12 +115,6 @@ def sync_runs(dirs: List[Path], entity: str, project: str) -> None:
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()
         raise NotPublished(f"`wandb sync` failed ({tail[-1] if tail else f'exit {done.returncode}'})", unchanged=False)
-
-
-def _write_json_atomic(path: Path, value: Any) -> None:
-    from sweeper.results import write_bytes_atomic
-
-    write_bytes_atomic(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
 
 
 def load_report(run: Path):
@@ -180,7 +173,7 @@ def publish(run: Path) -> str:
         raise NotPublished(f"saving the report failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
                            unchanged=False)
 
-    _write_json_atomic(run / PUBLISHED_FILE, {
+    write_json_atomic(run / PUBLISHED_FILE, {
         "report": {"id": report.id, "url": url, "entity": entity, "project": project, "title": report.title},
         "summary_run": {"run_id": ids[wandb_sink.SUMMARY_NAME],
                         "url": wandb_sink.run_url(entity, project, ids[wandb_sink.SUMMARY_NAME])},

@@ -94,3 +94,42 @@ class TrialRecord:
 def as_dicts(records) -> List[Dict[str, Any]]:
     """Plain dicts for the views (analysis and publishers read records as dicts)."""
     return [r.to_dict() if isinstance(r, TrialRecord) else r for r in records]
+
+
+# --------------------------------------------------------------------------- the record as a flat row
+
+# The probe's figures every row has, in display order; a workload's own scalar figures follow.
+PROBE_FIGURES = ("items_per_s", "step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "steps")
+# The probe's figures a row carries by prefix: phase means, memory maxima.
+FIGURE_PREFIXES = ("phase_", "mem_", "gpu_mem_")
+# What says which trial a row is and how it ended, not what it measured (nor a swept axis).
+IDENTITY = ("trial_id", "cell_id", "repeat", "is_baseline", "status", "workload")
+RESOURCES = ("isolation", "num_cpus", "num_gpus", "threads")
+PROVENANCE = ("started_at", "error_type", "error_message", "overrides", "pid", "host")
+
+
+def flat_row(record: Any) -> Dict[str, Any]:
+    """The record as one flat row: identity, swept values by dotted key, resources, the probe's
+    figures, the workload's own scalar figures, then provenance. summary.parquet, the analysis,
+    the trackers (W&B, MLflow) and the fleet read a record through this one function."""
+    record = record.to_dict() if isinstance(record, TrialRecord) else record
+    resources, summary = record.get("resources") or {}, record.get("summary") or {}
+    row: Dict[str, Any] = {"trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
+                           "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
+                           "status": record["status"], "workload": (record.get("workload_spec") or {}).get("name")}
+    row.update(record.get("swept") or {})
+    row.update({k: resources.get(k) for k in RESOURCES})
+    row.update({k: summary.get(k) for k in PROBE_FIGURES})
+    row.update({k: v for k, v in summary.items() if k.startswith(FIGURE_PREFIXES)})
+    row.update({k: v for k, v in (record.get("figures") or {}).items()
+                if k not in row and isinstance(v, (int, float, bool, str))})
+    row.update({"started_at": record.get("started_at"), "error_type": record.get("error_type"),
+                "error_message": record.get("error_message"), "overrides": " ".join(record.get("overrides") or []),
+                "pid": record.get("pid"), "host": (record.get("fingerprint") or {}).get("host")})
+    return row
+
+
+def is_figure(key: str, record: Any) -> bool:
+    """A key of `flat_row(record)` that is a measured figure (the probe's or the workload's)."""
+    figures = (record.get("figures") if isinstance(record, dict) else record.figures) or {}
+    return key in PROBE_FIGURES or key.startswith(FIGURE_PREFIXES) or key in figures

@@ -1,7 +1,8 @@
-"""The results folder: layout, atomic writes, and loading for notebooks.
+"""The results folder: its layout, writing a trial, reading it back (also for notebooks).
 
     results/<sweep>/<run-id>/
-        summary.parquet, summary.csv        one row per trial
+        multirun.yaml                       the root config the sweep was launched with (Hydra's)
+        summary.parquet, summary.csv        one row per trial (sweeper.record.flat_row)
         trials/<trial-id>/config.yaml       the trial's resolved config
         trials/<trial-id>/steps.parquet     one row per step
         trials/<trial-id>/trial.json        status, figures, fingerprint, overrides
@@ -15,16 +16,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
-from sweeper.analysis.overlap import trial_overlap
-from sweeper.analysis.pitfalls import codes, trial_pitfalls
-from sweeper.record import TrialRecord, UnreadableRecord, as_dicts
+from sweeper.files import replace_dir, write_bytes_atomic, write_with
+from sweeper.record import IDENTITY, PROBE_FIGURES, PROVENANCE, RESOURCES, TrialRecord, UnreadableRecord, as_dicts, \
+    flat_row
 from sweeper.redact import redact, redact_file, secrets
 
 if TYPE_CHECKING:
@@ -36,12 +36,9 @@ MULTIRUN_FILE = "multirun.yaml"                   # what Hydra launched, as it w
 LEFTOVER_PREFIXES = (".staging-", ".old-")        # write_trial's own half-written folders
 SUMMARY_BASENAME = "summary"
 
-# The probe's figures every summary row has, in display order; a workload's own scalar
-# figures follow under their own names.
-_SUMMARY = ("items_per_s", "step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "steps")
-# summary.parquet's layout, in its metadata: 2 = a row per TrialRecord, any workload's figures.
-SUMMARY_VERSION = 2
-READABLE_SUMMARY_VERSIONS = (1, 2)   # 1: before the version was written (no metadata)
+# summary.parquet's layout, in its metadata: 2 = a row per TrialRecord, any workload's figures;
+# 3 = sweeper.record.flat_row (start time and memory maxima; no analysis columns). 1: no metadata.
+SUMMARY_VERSION = 3
 _VERSION_KEY = b"sweeper.summary_version"
 
 
@@ -51,12 +48,6 @@ def run_dir(results_dir: str, sweep: str, run_id: str) -> Path:
 
 def trial_dir(run: Path, trial_id: str) -> Path:
     return run / TRIAL_DIRS / trial_id
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: Dict[str, bytes]) -> Path:
@@ -74,18 +65,7 @@ def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: D
         (staging / name).write_bytes(data)
     record.files = sorted(files)
     (staging / TRIAL_JSON).write_text(json.dumps(_finite(record.to_dict()), indent=2, sort_keys=True, default=str))
-    _swap_in(staging, final)
-    return final
-
-
-def _swap_in(staging: Path, final: Path) -> None:
-    if final.exists():
-        old = final.parent / f"{LEFTOVER_PREFIXES[1]}{final.name}-{uuid.uuid4().hex[:8]}"
-        os.replace(final, old)
-        os.replace(staging, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, final)
+    return replace_dir(staging, final)
 
 
 def _finite(value: Any) -> Any:
@@ -99,30 +79,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def summary_row(record: Dict[str, Any]) -> Dict[str, Any]:
-    """One flat row per trial: swept values, resources, the probe's headline figures, the
-    workload's own scalar figures, status."""
-    row: Dict[str, Any] = {"trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
-                           "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
-                           "status": record["status"], "workload": (record.get("workload_spec") or {}).get("name")}
-    row.update({k: v for k, v in record.get("swept", {}).items()})
-    resources = record.get("resources", {})
-    row.update({"isolation": resources.get("isolation"), "num_cpus": resources.get("num_cpus"),
-                "num_gpus": resources.get("num_gpus"), "threads": resources.get("threads")})
-    summary = record.get("summary", {})
-    row.update({k: summary.get(k) for k in _SUMMARY})
-    row.update({k: v for k, v in summary.items() if k.startswith("phase_")})
-    row.update(trial_overlap(summary))                 # sweeper/analysis/overlap.py
-    row["pitfalls"] = codes(trial_pitfalls(record))    # sweeper/analysis/pitfalls.py; the messages: report.md
-    row.update({k: v for k, v in (record.get("figures") or {}).items()
-                if k not in row and isinstance(v, (int, float, bool, str))})
-    row.update({"error_type": record.get("error_type"), "error_message": record.get("error_message"),
-                "overrides": " ".join(record.get("overrides", [])), "pid": record.get("pid"),
-                "host": (record.get("fingerprint") or {}).get("host")})
-    return row
-
-
-_LAST_COLUMNS = ("error_type", "error_message", "overrides", "pid", "host")
+_LAST_COLUMNS = PROVENANCE
 
 
 def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
@@ -131,7 +88,7 @@ def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
     figures by name, and the error and provenance columns last."""
     import pandas as pd
 
-    rows = sorted((summary_row(r) for r in as_dicts(records)), key=lambda row: str(row["trial_id"]))
+    rows = sorted((flat_row(r) for r in as_dicts(records)), key=lambda row: str(row["trial_id"]))
     first: List[str] = []
     for row in rows:
         first += [k for k in row if k not in first]
@@ -141,8 +98,7 @@ def summary_frame(records: Iterable[Dict[str, Any]]) -> "pandas.DataFrame":
     return _parquet_safe(pd.DataFrame(rows, columns=columns))
 
 
-_PROBE_COLUMNS = set(_SUMMARY) | {"trial_id", "cell_id", "repeat", "is_baseline", "status", "workload",
-                                   "isolation", "num_cpus", "num_gpus", "threads", "pitfalls"}
+_PROBE_COLUMNS = {*PROBE_FIGURES, *IDENTITY, *RESOURCES}
 
 
 def _is_figure(key: str, rows: List[Dict[str, Any]]) -> bool:
@@ -160,10 +116,7 @@ def write_summary(run: Path, records: Iterable[Any]) -> Path:
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            _VERSION_KEY: str(SUMMARY_VERSION).encode()})
     run.mkdir(parents=True, exist_ok=True)
-    parquet = run / f"{SUMMARY_BASENAME}.parquet"
-    tmp = run / f".{SUMMARY_BASENAME}.parquet.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, parquet)
+    parquet = write_with(run / f"{SUMMARY_BASENAME}.parquet", lambda tmp: pq.write_table(table, tmp))
     write_bytes_atomic(run / f"{SUMMARY_BASENAME}.csv", frame.to_csv(index=False).encode())
     return parquet
 
@@ -210,32 +163,40 @@ def read_record(path: Path) -> Dict[str, Any]:
                                f"its trial folder (resume=latest then runs that trial again)") from None
 
 
-def _readable(parquet: Path) -> bool:
-    """True for a summary layout this sweeper reads; False for an older one (rebuilt from the
-    trial records, which are the durable truth); a newer one is refused by name."""
-    version = summary_version(parquet)
-    if version > SUMMARY_VERSION:
-        raise UnreadableRecord(f"{parquet}: summary version {version}; this sweeper reads up to "
-                               f"{SUMMARY_VERSION}: upgrade sweeper to read it")
-    return version == SUMMARY_VERSION
-
 
 def load(path: str | os.PathLike, records: Optional[List[Dict[str, Any]]] = None
          ) -> Tuple["pandas.DataFrame", "pandas.DataFrame"]:
     """(summary, steps) of a run folder as pandas DataFrames; steps has a trial_id column.
-    `records`: the folder's read_records(), when the caller has them already."""
+    The summary is built from the trial records, the durable truth (summary.parquet is their
+    view for notebooks, not read back). `records`: the run's records, when the caller holds them."""
     import pandas as pd
 
     run = Path(path)
-    records = read_records(run) if records is None else records
-    parquet = run / f"{SUMMARY_BASENAME}.parquet"
-    summary = pd.read_parquet(parquet) if parquet.exists() and _readable(parquet) else None
-    if summary is None or len(summary) < len(records):   # a sweep stopped between summary rewrites
-        summary = summary_frame(records)
+    records = read_records(run) if records is None else as_dicts(records)
     frames = []
     for record in records:
         steps = trial_dir(run, record["trial_id"]) / "steps.parquet"
         if steps.exists():
             frames.append(pd.read_parquet(steps).assign(trial_id=record["trial_id"]))
     steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return summary, steps
+    return summary_frame(records), steps
+
+
+def launch_config(run: Path) -> Dict[str, Any]:
+    """The resolved root config the run was launched with (Hydra's multirun.yaml), {} without one."""
+    path = Path(run) / MULTIRUN_FILE
+    if not path.exists():
+        return {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)       # libyaml: 10x faster on Hydra's long file
+    return yaml.load(path.read_text(), Loader=loader) or {}
+
+
+def flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
+    """{"data": {"seq_len": 1024}} -> {"data.seq_len": 1024}; an empty section is kept as {}."""
+    if not isinstance(values, dict):
+        return {prefix.rstrip("."): values} if prefix else {}
+    out: Dict[str, Any] = {}
+    for key, value in values.items():
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else
+                   {f"{prefix}{key}": value})
+    return out

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.plan import Trial
 from sweeper.record import TrialRecord
-from sweeper.results import LEFTOVER_PREFIXES, MULTIRUN_FILE, TRIAL_DIRS, read_records, run_dir, write_bytes_atomic
+from sweeper.files import write_bytes_atomic
+from sweeper.results import LEFTOVER_PREFIXES, MULTIRUN_FILE, TRIAL_DIRS, read_records, run_dir
 from sweeper.schema import RootConfig
 
 MAX_SUFFIX = 1000      # run ids taken at once in one second: far more than a machine starts

@@ -22,7 +22,8 @@ from sweeper.interrupts import interrupted, stop_signals
 from sweeper.plan import ClusterShape, Trial, next_repeat, shrunk, spread_over_fleet, wants_another_repeat
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
-from sweeper.results import write_bytes_atomic, write_summary, write_trial
+from sweeper.files import write_bytes_atomic
+from sweeper.results import write_summary, write_trial
 from sweeper.runfolder import earlier_results
 from sweeper.schema import RootConfig
 

@@ -1,4 +1,4 @@
-"""The end of a sweep: one analysis of the run, handed to every view."""
+"""The end of a sweep: one analysis of the records the driver holds, the history, every view."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,17 +12,14 @@ if TYPE_CHECKING:
 
 
 def publish_end(sweep: "Sweep", root: RootConfig, run: Path) -> int:
-    """One analysis of the run; every view reads it. Returns the exit code of the trials."""
+    """Hands the records held in memory to sweeper.publishers.end_of_sweep (one Analysis, the
+    history's alerts, every view) and prints the terminal's text. Returns the exit code of the trials."""
     from sweeper import publishers
-    from sweeper.analysis.run import analyze_run
     from sweeper.record import as_dicts
 
     records = as_dicts(sweep.records.values())
-    values = sweep.jobs[0].values
     print()
     if records:
-        data, analysis = analyze_run(run, root.analysis, records=records, cost=root.cost)
-        publishers.on_sweep_end(run, data, analysis, values)
-        print(publishers.terminal_end(data, analysis, values, run))
+        print(publishers.end_of_sweep(run, records, sweep.jobs[0].values, root.analysis, root.cost))
     failed = any(r["status"] != "ok" for r in records)
     return exitcodes.TRIALS_FAILED if failed else exitcodes.OK

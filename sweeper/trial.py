@@ -8,14 +8,13 @@ with status "failed", its error type and message: a row, not a crash.
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import random
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+from sweeper.files import write_json_atomic, write_with
 from sweeper.probe import Probe
 from sweeper.record import TrialRecord
 from sweeper.redact import redact
@@ -98,18 +97,10 @@ def limit_host_memory(limit_gb: Optional[float]) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
-
-
 def write_steps(path: Path, rows: list) -> None:
     import pandas as pd
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    write_with(path, lambda tmp: pd.DataFrame(rows).to_parquet(tmp, index=False))
 
 
 def build_probe(cfg: TrialConfig, scratch: Path) -> Probe:

@@ -62,7 +62,7 @@ def test_terminal_end_of_a_real_run_matches_golden():
     effect on that CPU machine), verdicts, noise floor, recommendation."""
     run = DATA / "dataloader-r5"
     data, analysis = analyze_run(run, AnalysisConfig())      # today's defaults (the run's own said p50)
-    text = publishers.terminal_end(data, analysis, ROOT, run).replace(str(run), "<run>")
+    text = publishers.terminal_end(publishers.SweepEnd(run, data, analysis, ROOT)).replace(str(run), "<run>")
     if os.environ.get("SWEEPER_UPDATE_GOLDEN"):
         GOLDEN.write_text(text + "\n")
     assert text + "\n" == GOLDEN.read_text(), "terminal output changed; SWEEPER_UPDATE_GOLDEN=1 rewrites it"

@@ -17,7 +17,8 @@ from sweeper import history
 from sweeper.history import __main__ as cli
 from sweeper.history import detect, morning
 from sweeper.history.store import read
-from sweeper.publishers import history_sink
+from sweeper import publishers
+from sweeper.publishers import wandb_sink
 from tests.conftest import ROOT, run_sweeper
 from tests.history_nights import derive_night
 from tests.test_report import CHROMIUM
@@ -69,7 +70,7 @@ def test_the_sweep_end_appended_the_analysis_figures(real):
         assert row.items_per_s == pytest.approx(cells.loc[row.cell_id, "items_per_s"])
         assert row.p95 == pytest.approx(cells.loc[row.cell_id, "p95"])
         assert len(row.repeat_items_per_s) == cells.loc[row.cell_id, "repeats"] in (4, 8)
-    written = json.loads((run / history_sink.ALERTS_FILE).read_text())
+    written = history.read_recorded(run)          # the record the overnight suite reads
     assert written["alerts"] == [] and written["store"] == str(store)
 
 
@@ -185,7 +186,9 @@ def test_exporter_refuses_a_missing_history_store(real, tmp_path, capsys):
 
 def test_wandb_alert_is_skipped_offline_with_a_note():
     found = [detect.Alert("m", "s", "c", "cell", "p95", "r", "d", 2.0, "b", 1.0, 2.0, 0.01, "slower", "r", "significant")]
-    note = history_sink.wandb_alert(found, {"wandb": {"enabled": True, "mode": "offline"}})
+    end = publishers.SweepEnd(None, None, None, {"wandb": {"enabled": True, "mode": "offline"}},
+                              history.Recorded("store", tuple(found)))
+    note = wandb_sink.alert(end)
     assert note == "W&B alert skipped: wandb.mode=offline (an alert needs a live online run)"
 
 
@@ -206,9 +209,10 @@ def test_morning_report_opens_in_chromium(shifted, tmp_path):
     assert "single night05 against night04: no fingerprint changed." in page
 
 
-def test_sweep_end_publisher_on_a_regressed_night_notes_skipped_wandb_alert_and_feeds_the_wandb_report(shifted):
-    """The publisher as the driver calls it, on the last slow night: the alerts beside the run,
-    the W&B alert skipped offline (a note), and the W&B report's block across nights."""
+def test_sweep_end_on_a_regressed_night_notes_skipped_wandb_alert_and_feeds_the_wandb_report(shifted, monkeypatch):
+    """The sweep's end as the driver calls it, on the last slow night: the history records the run
+    and hands its alerts to the views as data; the W&B alert is skipped offline (a note, kept in
+    the run's record for the night), and the W&B report holds the block across nights."""
     wr = pytest.importorskip("wandb_workspaces.reports.v2")
     from sweeper.analysis.run import analyze_run, run_analysis_config
     from sweeper.publishers import wandb_report
@@ -216,16 +220,18 @@ def test_sweep_end_publisher_on_a_regressed_night_notes_skipped_wandb_alert_and_
     store, folder = shifted
     run = folder / f"night{NIGHTS - 1:02d}"
     data, analysis = analyze_run(run, run_analysis_config(run))
+    monkeypatch.setattr(publishers, "SWEEP_PUBLISHERS", [wandb_sink.alert])       # no W&B runs written here
     off = folder.parent / "off"
-    history_sink.on_sweep_end(run, data, analysis, {"history": {"enabled": False, "dir": str(off)}})
+    assert publishers.on_sweep_end(run, data, analysis, {"history": {"enabled": False, "dir": str(off)}}).history is None
     assert not off.exists()                                          # history.enabled=false: nothing appended
     root = {"results_dir": str(folder.parent), "history": {"dir": str(store)},
             "wandb": {"enabled": True, "mode": "offline", "project": "p", "entity": "e"}}
-    history_sink.on_sweep_end(run, data, analysis, root)
-    written = json.loads((run / history_sink.ALERTS_FILE).read_text())
-    assert len(written["alerts"]) == 4 and {a["since"] for a in written["alerts"]} == {f"night{SHIFT_NIGHT:02d}"}
+    end = publishers.on_sweep_end(run, data, analysis, root)
+    assert len(end.history.alerts) == 4 and {a.since for a in end.history.alerts} == {f"night{SHIFT_NIGHT:02d}"}
+    written = history.read_recorded(run)
+    assert [a["cell_id"] for a in written["alerts"]] == [a.cell_id for a in end.history.alerts]
     assert written["notes"] == ["W&B alert skipped: wandb.mode=offline (an alert needs a live online run)"]
-    report = wandb_report.build_report(data, analysis, {"entity": "e", "project": "p"})
+    report = wandb_report.build_report(data, analysis, {"entity": "e", "project": "p"}, end.history.lines())
     titles = [b.text for b in report.blocks if isinstance(b, wr.H2)]
     assert "Regressions across nights (4)" in titles
 
@@ -321,11 +327,16 @@ def test_the_terminal_ends_with_the_store_and_a_regression_line_per_alert(tmp_pa
     alert = Alert(machine="h", sweep="dataloader", cell_id="c1", cell="num_workers=4", metric="throughput",
                   run_id="night03", date="2026-12-01", value=80.0, baseline_run="night02", baseline_value=100.0,
                   ratio=1.25, p_value=0.01, verdict="slower", since="night03", evidence="significant")
-    on, off = {"history": {"enabled": True}}, {"history": {"enabled": False}}
-    assert history_lines(tmp_path, on) == []                                   # nothing appended: no line
-    payload = {"store": "/s", "alerts": [alert.to_dict()], "notes": []}        # as written before "lines" was
-    (tmp_path / history_sink.ALERTS_FILE).write_text(json.dumps(payload))
-    lines = history_lines(tmp_path, on)
+    assert history_lines(None) == []                                           # nothing appended: no line
+    lines = history_lines(history.Recorded("/s", (alert,)))
     assert lines[0] == "history: appended to /s"
     assert lines[1:] == [f"  REGRESSION {alert.line()}"] and "1.25x worse than night02" in lines[1]
-    assert history_lines(tmp_path, off) == []                                  # a file left by an earlier sweep
+
+
+def test_the_record_beside_a_run_reads_back_also_from_before_its_lines(tmp_path):
+    alert = detect.Alert("m", "s", "c", "cell", "p95", "r", "d", 2.0, "b", 1.0, 2.0, 0.01, "slower", "r", "significant")
+    history.write_recorded(tmp_path, history.Recorded(tmp_path / "store", (alert,), "history: appended to s"), ["n"])
+    assert history.read_recorded(tmp_path) == {"store": str(tmp_path / "store"), "line": "history: appended to s",
+                                               "alerts": [alert.to_dict()], "lines": [alert.line()], "notes": ["n"]}
+    (tmp_path / history.ALERTS_FILE).write_text(json.dumps({"store": "/s", "alerts": [alert.to_dict()]}))
+    assert history.read_recorded(tmp_path)["lines"] == [alert.line()]       # as written before "lines" was

@@ -46,7 +46,7 @@ def test_disabled_writes_nothing(tmp_path):
     record = read_records(DATA / "sleepy-a")[0]
     assert publishers.trackers(tmp_path, record, {}).get("mlflow") is None
     mlflow_sink.on_trial(tmp_path, record, {"mlflow": {"enabled": False}})
-    mlflow_sink.on_sweep_end(tmp_path, SimpleNamespace(records=[record]), None, {"mlflow": {}})
+    mlflow_sink.on_sweep_end(publishers.SweepEnd(tmp_path, SimpleNamespace(records=[record]), None, {"mlflow": {}}))
     assert not list(tmp_path.iterdir())
 
 
@@ -66,7 +66,7 @@ def test_a_bad_tracking_uri_is_one_line(tmp_path, caplog, uri):
             record = dict(record, trackers=publishers.trackers(run, record, root))
             assert "mlflow" not in record["trackers"]
             mlflow_sink.on_trial(run, record, root)
-        mlflow_sink.on_sweep_end(run, SimpleNamespace(records=records), None, root)
+        mlflow_sink.on_sweep_end(publishers.SweepEnd(run, SimpleNamespace(records=records), None, root))
     lines = [r.getMessage() for r in caplog.records if "mlflow" in r.getMessage().lower()]
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"mlflow: connecting failed ({uri})") and "\n" not in lines[0]

@@ -1,6 +1,5 @@
 """The W&B sink, offline: one run per trial plus a summary run, read back from their record logs."""
 import json
-import logging
 import shutil
 import struct
 import sys
@@ -142,23 +141,24 @@ def test_disabled_writes_nothing(tmp_path):
     record = read_records(DATA / "sleepy-a")[0]
     for settings in ({"enabled": False}, {"enabled": True, "mode": "disabled"}):
         wandb_sink.on_trial(tmp_path, record, {"wandb": settings})
-        wandb_sink.on_sweep_end(tmp_path, SimpleNamespace(records=[record]), None, {"wandb": settings})
+        wandb_sink.on_sweep_end(publishers.SweepEnd(tmp_path, SimpleNamespace(records=[record]), None,
+                                                    {"wandb": settings}))
     assert not (tmp_path / "wandb").exists()
 
 
-def test_not_installed_is_one_warning(tmp_path, monkeypatch, caplog):
+def test_not_installed_is_one_plain_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "wandb", None)          # import wandb -> ImportError
     monkeypatch.setattr(wandb_sink, "_state", {"wandb": None, "warned": False})
     record = read_records(DATA / "sleepy-a")[0]
-    with caplog.at_level(logging.WARNING):
-        for _ in range(3):
-            publishers.on_trial(tmp_path, record, {})
-            publishers.drain()
-    warnings = [r for r in caplog.records if "wandb is not installed" in r.getMessage()]
-    assert len(warnings) == 1 and not (tmp_path / "wandb").exists()
+    for _ in range(3):
+        publishers.on_trial(tmp_path, record, {})
+        publishers.drain()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "wandb is not installed" in line]
+    assert warnings == ["note: wandb is not installed: no W&B runs (pip install wandb, or wandb.enabled=false)"]
+    assert not (tmp_path / "wandb").exists()
 
 
-def test_a_wandb_failure_never_fails_the_sweep(tmp_path, monkeypatch, caplog):
+def test_a_wandb_failure_never_fails_the_sweep(tmp_path, monkeypatch, capsys):
     class Broken:
         Settings = dict
 
@@ -168,7 +168,7 @@ def test_a_wandb_failure_never_fails_the_sweep(tmp_path, monkeypatch, caplog):
 
     monkeypatch.setattr(wandb_sink, "_state", {"wandb": Broken, "warned": False})
     record = read_records(DATA / "sleepy-a")[0]
-    with caplog.at_level(logging.WARNING):
-        publishers.on_trial(tmp_path, record, {})            # must not raise
-        publishers.drain()
-    assert any("wandb service unreachable" in r.getMessage() for r in caplog.records)
+    publishers.on_trial(tmp_path, record, {})                # must not raise
+    publishers.drain()
+    lines = [line for line in capsys.readouterr().err.splitlines() if "wandb service unreachable" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: output sweeper.publishers.wandb_sink.on_trial failed")

@@ -19,29 +19,13 @@ def _as_dict(record: Any) -> Dict[str, Any]:
 
 
 def load_run(path, records: Optional[Sequence[Any]] = None) -> RunData:
-    """A run folder as frames; trial-level figures and start times join the summary.
+    """A run folder as frames: a row per trial record (sweeper.record.flat_row) and the steps.
     `records`: the run's trial records when the caller holds them (else read from disk)."""
     from sweeper.results import load, read_records
 
     records = [_as_dict(r) for r in records] if records is not None else read_records(Path(path))
     summary, steps = load(path, records)
-    return RunData(Path(path), with_record_fields(summary, records), steps, records)
-
-
-def with_record_fields(summary: pd.DataFrame, records: Sequence[Dict[str, Any]]) -> pd.DataFrame:
-    """Adds started_at, the workload's figures and the probe's memory maxima that the summary lacks."""
-    extra = {}
-    for record in records:
-        memory = {k: v for k, v in (record.get("summary") or {}).items() if k.startswith(("mem_", "gpu_mem_"))}
-        row = {k: v for k, v in {**(record.get("figures") or {}), **memory}.items()
-               if k not in summary.columns and isinstance(v, (int, float, bool, str))}
-        row["started_at"] = record.get("started_at")
-        extra[record["trial_id"]] = row
-    if summary.empty or not extra:
-        return summary
-    frame = pd.DataFrame.from_dict(extra, orient="index")
-    frame = frame[[c for c in frame.columns if c not in summary.columns]]
-    return summary.join(frame, on="trial_id")
+    return RunData(Path(path), summary, steps, records)
 
 
 def normalise(summary: pd.DataFrame) -> pd.DataFrame:

@@ -70,7 +70,7 @@ def _store(args) -> Path:
         import json
 
         from sweeper.history import NIGHT_MANIFEST
-        from sweeper.history.overnight import store_of
+        from sweeper.history.night import store_of
 
         path = args.night / NIGHT_MANIFEST
         if path.exists():

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import base64
 import io
-import json
+import logging
 import math
-from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -25,79 +24,13 @@ import pandas as pd
 
 from sweeper.errors import SweeperError
 from sweeper.history import detect, store, views
+from sweeper.history.night import FLEET_FILE, Night, night_alerts, read_night, run_notes, store_of
 from sweeper.report.html import STYLE, table
 
-FLEET_FILE = "fleet.parquet"      # written by sweeper/publishers/cells_files.py on every_device runs
+__all__ = ["FLEET_FILE", "MORNING", "night_end", "render", "write_morning"]
+log = logging.getLogger(__name__)
+MORNING = "morning.html"
 
-
-
-@dataclass
-class Night:
-    """What the report is of: the night's runs, and what the suite's manifest adds."""
-    run_dirs: List[Path] = field(default_factory=list)
-    skipped: List[Dict[str, Any]] = field(default_factory=list)
-    outliers: List[Dict[str, Any]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    title: str = ""
-
-
-def read_night(folder: Path, manifest: Optional[Dict[str, Any]] = None) -> Night:
-    """An overnight suite's night folder (its night.json, or the `manifest` given): the runs of
-    its sweeps, what it skipped, and the fleet's outlier GPUs or nodes where it compared them."""
-    from sweeper.history import NIGHT_MANIFEST
-    from sweeper.history.overnight import night_runs
-
-    path = Path(folder) / NIGHT_MANIFEST
-    if manifest is None:
-        if not path.exists():
-            raise SweeperError(f"--night {folder}: no {NIGHT_MANIFEST} in it (an overnight suite's night folder "
-                               f"holds one; results/overnight/<stamp>)")
-        manifest = json.loads(path.read_text())
-    runs = night_runs(Path(folder), manifest)
-    night = Night(runs, _skipped(manifest), fleet_outliers(runs),
-                  title=f"{manifest.get('suite') or 'night'} {manifest.get('night') or Path(folder).name}")
-    if not any((run / FLEET_FILE).exists() for run in runs):
-        night.notes.append("no sweep of the night compared its devices (resources.every_device=true does): "
-                           "no outlier GPUs or nodes to show")
-    if manifest.get("alerts_error"):
-        night.notes.append(f"the suite's regression check failed: {manifest['alerts_error']}")
-    return night
-
-
-def _skipped(manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """One row per sweep not started and per sweep whose trials were cut by the budget."""
-    rows = [{"sweep": s["name"], "skipped": "the whole sweep (the budget ran out first)"}
-            for s in manifest.get("sweeps", []) if s.get("status") == "skipped"]
-    planned = set(manifest.get("sweeps_planned") or [])
-    rows += [{"sweep": name, "skipped": "the whole sweep (the suite stopped first)"}
-             for name in sorted(planned - {s["name"] for s in manifest.get("sweeps", [])})]
-    for s in manifest.get("sweeps", []):
-        for trial in s.get("skipped_trials") or []:
-            rows.append({"sweep": s["name"], "skipped": _trial_text(trial)})
-    return rows
-
-
-def _trial_text(trial: Any) -> str:
-    if isinstance(trial, dict):
-        what = trial.get("trial_id") or trial.get("cell") or ""
-        overrides = " ".join(map(str, trial.get("overrides") or []))
-        return f"trial {what} {overrides}".strip()
-    return f"trial {trial}"
-
-
-def fleet_outliers(runs: Sequence[Path]) -> List[Dict[str, Any]]:
-    """The devices the Analysis flagged slower than their peers (each run's fleet.parquet, the
-    analysis' fleet table as cells_files writes it), with their clocks, temperature and power."""
-    rows = []
-    for run in runs:
-        path = Path(run) / FLEET_FILE
-        if not path.exists():
-            continue
-        fleet = pd.read_parquet(path)
-        flagged = fleet[fleet["outlier"].astype(bool)] if "outlier" in fleet else fleet.iloc[0:0]
-        for row in flagged.to_dict("records"):
-            rows.append({"sweep": Path(run).parent.name, **{k: v for k, v in row.items() if k != "outlier"}})
-    return rows
 
 
 def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
@@ -181,17 +114,8 @@ def _changes(frame: pd.DataFrame, tonight: pd.DataFrame) -> List[str]:
     return parts
 
 
-def _run_notes(tonight: pd.DataFrame) -> List[str]:
-    """The notes the sweep-end publisher left beside each run (W&B alert sent or skipped)."""
-    from sweeper.publishers.history_sink import read_alerts
-
-    notes = []
-    for run_dir in tonight["run_dir"].drop_duplicates():
-        notes += (read_alerts(Path(run_dir)) or {}).get("notes", [])
-    return notes
-
-
-def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
+def render(frame: pd.DataFrame, night: Night, settings: detect.Settings, notes: Sequence[str] = ()) -> str:
+    """The page; `notes`: what the night's runs recorded when they ended (sweeper.history.night.run_notes)."""
     tonight = night_rows(frame, night)
     if tonight.empty:
         raise SweeperError("the night has no runs in the history store: nothing to report")
@@ -219,7 +143,7 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
         parts.append(_img(trend_png(series, mine), label))
     parts += ["<h2>What changed since the night before</h2>"] + _changes(frame, tonight)
     parts += _section(f"Skipped ({len(night.skipped)})", _dicts_table(night.skipped), "Nothing was skipped.")
-    notes = night.notes + _run_notes(tonight)
+    notes = night.notes + list(notes)
     if notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in notes] + ["</ul>"]
     return "\n".join(parts + ["</body></html>", ""])
@@ -228,7 +152,7 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings) -> str:
 def write_morning(store_dir: Path, out: Path, run_dirs: Sequence[Path] = (), night: Optional[Path] = None,
                   settings: detect.Settings = detect.Settings(), manifest: Optional[Dict[str, Any]] = None) -> Path:
     """Writes the morning report of the night (a night folder, run folders, or the latest runs)."""
-    from sweeper.results import write_bytes_atomic
+    from sweeper.files import write_text_atomic
 
     the_night = read_night(night, manifest) if night else Night(list(run_dirs))
     frame = store.read(store_dir)
@@ -236,5 +160,20 @@ def write_morning(store_dir: Path, out: Path, run_dirs: Sequence[Path] = (), nig
         raise SweeperError(f"--store {store_dir} holds no runs: nothing to report")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out, render(frame, the_night, settings).encode())
-    return out
+    notes = run_notes(night_rows(frame, Night(list(the_night.run_dirs)))["run_dir"].drop_duplicates())
+    return write_text_atomic(out, render(frame, the_night, settings, notes))
+
+
+def night_end(night: Path, manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The overnight suite's regression check (`overnight.alerts: sweeper.history.morning:night_end`):
+    the alerts each of the night's sweeps found when it ended (any: the suite exits 3), and
+    <night>/morning.html."""
+    night = Path(night)
+    alerts = night_alerts(night, manifest)
+    try:
+        path = write_morning(store_of(night, manifest), night / MORNING, night=night, manifest=manifest)
+        print(f"morning report: {path}", flush=True)
+    except Exception as exc:          # the report is never worth the night's exit code
+        log.warning("morning report failed: %s: %s", type(exc).__name__, exc)
+        print(f"warning: morning report failed: {type(exc).__name__}: {exc}", flush=True)
+    return alerts

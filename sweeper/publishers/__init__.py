@@ -1,29 +1,42 @@
-"""Views of a run published at its end (cells.parquet, the report, W&B), and per trial (W&B).
+"""Views of a run, published per trial (W&B, MLflow) and at its end, from data, never from each other's files.
 
 The driver calls three things:
 
-    publishers.on_trial(run, record, root)              # after each trial; returns at once
-    publishers.on_sweep_end(run, data, analysis, root)  # once, with the run's one Analysis
-    print(publishers.terminal_end(data, analysis, root, run))
+    publishers.on_trial(run, record, root)            # after each trial; returns at once
+    publishers.trackers(run, record, root)            # before a record is written: where trackers hold it
+    print(publishers.end_of_sweep(run, records, root, cfg, cost))   # once, with the records it holds
 
-`data, analysis` come from `sweeper.analysis.run.analyze_run(run, cfg, records)`, called
-once. Each publisher is guarded: its failure is one logged line and never fails the
-sweep or loses a result. Trial hooks run in one background thread, in order, so a slow
-one (a W&B run costs about 0.2 s) never holds up the driver between trials; the sweep-end
-publishers wait for them. Heavy imports (matplotlib, wandb) happen inside the publishers.
+`end_of_sweep` computes the run's one Analysis from the records (not re-read from disk),
+records the run into the history store (sweeper.history.record_run), then hands both as one
+`SweepEnd` to every sweep-end view: cells.parquet, the report, W&B's summary run, alert and
+report spec, MLflow; then the terminal's text. Each view is guarded: its failure is one line
+on stderr (and a note in the run's history record); the others still get their input. Trial
+hooks run in one background thread, in order, so a slow one (a W&B run costs about 0.2 s)
+never holds up the driver between trials; the sweep-end views wait for them. Heavy imports
+(matplotlib, wandb, mlflow) happen inside the views.
 """
 from __future__ import annotations
 
-import logging
 import queue
+import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-log = logging.getLogger(__name__)
+@dataclass(frozen=True)
+class SweepEnd:
+    """What every sweep-end view gets: the run folder, its RunData and one Analysis, the root
+    config (a resolved dict) and what the history recorded (None: history off, or it failed)."""
+    run: Path
+    data: Any
+    analysis: Any
+    root: Dict[str, Any]
+    history: Any = None            # sweeper.history.Recorded: the store and the run's regressions
+
 
 TrialHook = Callable[[Path, Dict[str, Any], Dict[str, Any]], None]   # run folder, record, root config
-SweepPublisher = Callable[[Path, Any, Any, Dict[str, Any]], None]   # run folder, RunData, Analysis, root config
+SweepPublisher = Callable[[SweepEnd], Optional[str]]                 # returns a note for the record, or None
 
 TRIAL_HOOKS: List[TrialHook] = []
 SWEEP_PUBLISHERS: List[SweepPublisher] = []
@@ -31,12 +44,23 @@ SWEEP_PUBLISHERS: List[SweepPublisher] = []
 TRACKER_IDS: Dict[str, Callable[[Path, Any, Dict[str, Any]], Optional[Dict[str, Any]]]] = {}
 
 
-def _guarded(hook, *args) -> None:
+def _name(hook: Any) -> str:
+    return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', hook)}".lstrip(".")
+
+
+def failure_line(what: str, exc: BaseException) -> str:
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{what} failed: {type(exc).__name__}: {first}"
+
+
+def _guarded(hook, *args) -> Tuple[Any, Optional[str]]:
+    """(the hook's answer, None), or (None, the line that said it failed, on stderr)."""
     try:
-        hook(*args)
-    except Exception as exc:   # a publisher is never worth a lost sweep
-        name = f"{getattr(hook, '__module__', '')}.{getattr(hook, '__name__', hook)}".lstrip(".")
-        log.warning("output %s failed: %s: %s", name, type(exc).__name__, exc)
+        return hook(*args), None
+    except Exception as exc:   # a view is never worth a lost sweep, nor another view's input
+        line = failure_line(f"output {_name(hook)}", exc)
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+        return None, line
 
 
 class _Background:
@@ -83,7 +107,7 @@ def trackers(run: Path, record: Any, root: Dict[str, Any]) -> Dict[str, Any]:
         try:
             found = hook(run, record, root)
         except Exception as exc:   # a tracker is never worth a lost record
-            log.warning("tracker %s: %s: %s", name, type(exc).__name__, exc)
+            print(f"warning: {failure_line(f'tracker {name}', exc)}", file=sys.stderr, flush=True)
             found = None
         if found:
             out[name] = found
@@ -95,32 +119,48 @@ def drain() -> None:
     _background.drain()
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    """cells.parquet/csv, report.html/md (report.enabled), the W&B summary run (wandb.*), the
-    history store (history.enabled),
-    each a view of `analysis`; waits for the trial hooks first."""
+def end_of_sweep(run: Path, records: Sequence[Any], root: Dict[str, Any], cfg: Any, cost: Any = None) -> str:
+    """The sweep's end: one Analysis of the records the driver holds, the history, every view;
+    returns the terminal's text. `cfg`, `cost`: the run's AnalysisConfig and CostConfig."""
+    from sweeper.analysis.run import analyze_run
+
+    data, analysis = analyze_run(Path(run), cfg, records=records, cost=cost)
+    return terminal_end(on_sweep_end(run, data, analysis, root))
+
+
+def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> SweepEnd:
+    """Waits for the trial hooks, records the run into the history, then calls every view with
+    the same SweepEnd; returns it. The history's record of the run (history_alerts.json, for
+    the overnight suite) is written last, with the notes the views returned."""
+    from sweeper import history
+
     drain()
+    recorded, failed = _guarded(history.record_run, Path(run), data, analysis, root)
+    notes = [failed] if failed else []
+    end = SweepEnd(Path(run), data, analysis, root, recorded)
     for publish in SWEEP_PUBLISHERS:
-        _guarded(publish, Path(run), data, analysis, root)
+        notes += [n for n in _guarded(publish, end) if isinstance(n, str) and n]
+    if recorded is not None:
+        _guarded(history.write_recorded, Path(run), recorded, notes)
+    return end
 
 
-def terminal_end(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> str:
+def terminal_end(end: SweepEnd) -> str:
     """What the terminal shows when a sweep ends (see sweeper.publishers.terminal)."""
     from sweeper.publishers.terminal import end_text
 
-    return end_text(data, analysis, root, Path(run))
+    return end_text(end)
 
 
 def _register_builtin() -> None:
-    """cells.parquet first (the pandas summary), then the report (the W&B summary run
-    carries its figures), then W&B, then the W&B report's spec (wandb_report.json)."""
-    from sweeper.publishers import cells_files, history_sink, report_sink, wandb_report, wandb_sink
+    """cells.parquet, the report, W&B's summary run (it attaches the report's figures when they
+    were drawn), the W&B alert for the run's regressions, the W&B report's spec."""
+    from sweeper.publishers import cells_files, report_sink, wandb_report, wandb_sink
 
     TRIAL_HOOKS.append(wandb_sink.on_trial)
     TRACKER_IDS["wandb"] = wandb_sink.tracker
-    # history before the W&B report: the report shows the run's alerts across nights
     SWEEP_PUBLISHERS.extend([cells_files.on_sweep_end, report_sink.on_sweep_end, wandb_sink.on_sweep_end,
-                             history_sink.on_sweep_end, wandb_report.on_sweep_end])
+                             wandb_sink.alert, wandb_report.on_sweep_end])
 
 
 def _register_mlflow() -> None:

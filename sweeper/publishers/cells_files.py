@@ -15,29 +15,24 @@ temperature and power (sweeper/analysis/fleet.py).
 """
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Optional, Tuple
+
+from sweeper.files import write_with
 
 CELLS_BASENAME = "cells"
 
 
 def write_cells(run: Path, analysis) -> Tuple[Path, Path]:
-    """Writes cells.parquet and cells.csv (each to a temporary name, then os.replace)."""
+    """Writes cells.parquet and cells.csv, each atomically."""
     from sweeper.analysis.run import cell_summary
 
     return _write_both(Path(run), CELLS_BASENAME, _one_type_per_column(cell_summary(analysis)))
 
 
 def _write_both(run: Path, basename: str, frame) -> Tuple[Path, Path]:
-    parquet, csv = run / f"{basename}.parquet", run / f"{basename}.csv"
-    for path, write in ((parquet, lambda p: frame.to_parquet(p, index=False)),
-                        (csv, lambda p: frame.to_csv(p, index=False))):
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        write(tmp)
-        os.replace(tmp, path)
-    return parquet, csv
+    return (write_with(run / f"{basename}.parquet", lambda tmp: frame.to_parquet(tmp, index=False)),
+            write_with(run / f"{basename}.csv", lambda tmp: frame.to_csv(tmp, index=False)))
 
 
 def _one_type_per_column(frame):
@@ -50,8 +45,10 @@ def _one_type_per_column(frame):
     return frame
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    if not analysis.cells.empty:
-        write_cells(run, analysis)
-    if not analysis.fleet.empty:
-        _write_both(Path(run), "fleet", _one_type_per_column(analysis.fleet))
+def on_sweep_end(end) -> Optional[str]:
+    """cells.* (and fleet.* on every_device runs) from the end's Analysis (a publishers.SweepEnd)."""
+    if not end.analysis.cells.empty:
+        write_cells(end.run, end.analysis)
+    if not end.analysis.fleet.empty:
+        _write_both(end.run, "fleet", _one_type_per_column(end.analysis.fleet))
+    return None

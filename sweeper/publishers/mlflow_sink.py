@@ -2,11 +2,11 @@
 
 A trial's run (nested: its `mlflow.parentRunId` tag names the sweep's run), named by its
 trial id:
-  params   the summary row's own keys (sweeper.results.summary_row): swept axes by their
+  params   the trial's flat row's own keys (sweeper.record.flat_row): swept axes by their
            dotted keys, trial_id, cell_id, repeat, is_baseline, status, workload, resources,
            error, overrides, host
-  metrics  the summary row's figures: items_per_s, step_p50_s, step_p95_s, step_mean_s,
-           step_cv, steps, phase_* and the workload's scalar figures (the same values as
+  metrics  the row's figures: items_per_s, step_p50_s, step_p95_s, step_mean_s, step_cv,
+           steps, phase_*, memory maxima and the workload's scalar figures (the same values as
            summary.parquet); and per-step series of step_s and every phase_* column of
            steps.parquet at their step numbers, for the measured steps only (the ones the
            probe did not flag as warm-up or aborted: what the statistics use)
@@ -45,6 +45,7 @@ DB_FILE = "mlflow.db"
 ARTIFACTS_DIR = "mlruns"
 _BATCH = 1000                      # MLflow's limit of metrics in one log_batch call
 _PARAM_CHARS = 500                 # long values (an error message) are cut to this
+_NOT_PARAMS = ("pid", "started_at")   # the run itself holds when and where it ran
 
 
 def settings(root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -133,12 +134,11 @@ class _Tracker:
 
     def save(self) -> None:
         """mlflow.json: where this run's MLflow runs are (written atomically)."""
+        from sweeper.files import write_json_atomic
+
         state = {"tracking_uri": _shown(self.uri), "experiment": self.cfg["experiment"], "experiment_id": self.experiment_id,
                  "parent_run_id": self.parent_id, "parent_url": self.url(self.parent_id), "trials": self.trials}
-        path = self.run / STATE_FILE
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-        os.replace(tmp, path)
+        write_json_atomic(self.run / STATE_FILE, state)
 
     def url(self, run_id: Optional[str]) -> Optional[str]:
         if run_id and self.uri.startswith(("http://", "https://")):
@@ -239,18 +239,15 @@ class _Tracker:
 
 
 def split_row(record: Dict[str, Any]):
-    """(params, metrics) of a trial: the summary row's keys, its figures as metrics."""
-    from sweeper.results import _SUMMARY, summary_row
+    """(params, metrics) of a trial: its flat row (sweeper.record.flat_row), figures as metrics."""
+    from sweeper.record import flat_row, is_figure
 
-    row = summary_row(record)
-    row.pop("pid", None)
     params: Dict[str, str] = {}
     metrics: Dict[str, float] = {}
-    own = set(_SUMMARY)
-    figures = set((record.get("figures") or {}))
-    for key, value in row.items():
-        figure = key in own or key.startswith("phase_") or key in figures
-        if figure and _finite_number(value):
+    for key, value in flat_row(record).items():
+        if key in _NOT_PARAMS:
+            continue
+        if is_figure(key, record) and _finite_number(value):
             metrics[key] = float(value)
         elif value is not None:         # a text or flag figure, or one of the row's own keys
             params[key] = _param(value)
@@ -371,8 +368,10 @@ def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
         tracker.log_trial(record, run_id)
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    """The parent run: the analysis' per-cell files, the recommendation, the report."""
-    tracker = _tracker(run, root)
-    if tracker is not None and data.records:
-        tracker.log_sweep(data, analysis)
+def on_sweep_end(end) -> Optional[str]:
+    """The parent run: the analysis' per-cell files, the recommendation, the report.
+    `end`: a publishers.SweepEnd."""
+    tracker = _tracker(end.run, end.root)
+    if tracker is not None and end.data.records:
+        tracker.log_sweep(end.data, end.analysis)
+    return None

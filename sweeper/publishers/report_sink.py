@@ -6,17 +6,18 @@ verdicts from the same Analysis (sweeper.publishers.terminal), not from report.m
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 
 def enabled(root: Dict[str, Any]) -> bool:
     return bool((root.get("report") or {}).get("enabled", True))
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    if not enabled(root) or not data.records:
-        return
+def on_sweep_end(end) -> Optional[str]:
+    """report.html/md from the end's Analysis (a publishers.SweepEnd), when report.enabled."""
+    if not enabled(end.root) or not end.data.records:
+        return None
     from sweeper.report import write_report
 
-    write_report(run, data, analysis)
+    write_report(end.run, end.data, end.analysis)
+    return None

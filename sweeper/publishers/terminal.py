@@ -1,4 +1,4 @@
-"""The terminal at the end of a sweep: a view of the run's Analysis.
+"""The terminal at the end of a sweep: a view of the run's Analysis and of what the history recorded.
 
     <final table: one row per cell, best first>
     isolation: ..., settings that had no effect, failed trials and how to reproduce each
@@ -10,31 +10,28 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, List
 
 
-def end_text(data: Any, analysis: Any, root: Dict[str, Any], run: Path) -> str:
+def end_text(end: Any) -> str:
+    """The text of a publishers.SweepEnd."""
     from sweeper import display
     from sweeper.publishers.report_sink import enabled
 
-    isolation = str((root.get("resources") or {}).get("isolation", "node"))
-    parts = [display.results_table(data, analysis), display.footer(data, isolation, str(run)), "",
-             display.verdicts_text(analysis)]
-    report = Path(run) / "report.html"
-    if enabled(root) and report.exists():
+    isolation = str((end.root.get("resources") or {}).get("isolation", "node"))
+    parts = [display.results_table(end.data, end.analysis), display.footer(end.data, isolation, str(end.run)), "",
+             display.verdicts_text(end.analysis)]
+    report = end.run / "report.html"
+    if enabled(end.root) and report.exists():
         parts.append(f"report: {report}")
-    parts.extend(history_lines(Path(run), root))
+    parts.extend(history_lines(end.history))
     return "\n".join(parts)
 
 
-def history_lines(run: Path, root: Dict[str, Any]) -> List[str]:
-    """Where the history sink appended the run, and its regressions (its file beside the run):
+def history_lines(recorded: Any) -> List[str]:
+    """Where the run was appended, and its regressions (a sweeper.history.Recorded, or None):
     last, after the tables, so a regression is the last thing on the screen."""
-    from sweeper.publishers.history_sink import enabled, read_alerts
-
-    found = read_alerts(run) if enabled(root) else None
-    if found is None:
+    if recorded is None:
         return []
-    first = found.get("line") or f"history: appended to {found['store']}"      # appended, or why not
-    return [first] + [f"  REGRESSION {line}" for line in found["lines"]]
+    first = recorded.line or f"history: appended to {recorded.store}"      # appended, or why not
+    return [first] + [f"  REGRESSION {line}" for line in recorded.lines()]

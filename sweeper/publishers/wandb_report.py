@@ -19,19 +19,16 @@ cell (bar, median over repeats: the analysis' cell figure), step time per step g
 cell (lines), a parallel-coordinates plot over the swept axes ending in throughput, the
 mean time per step of each phase per cell, peak memory against throughput (scatter), and a
 run comparer; and, when the history found any, the run's regressions across nights
-(history_alerts.json). The trial run set selects exactly this sweep's trial runs: W&B group = the
+(the alerts the sweep's end handed every view). The trial run set selects exactly this sweep's trial runs: W&B group = the
 sweep's run id, config `sweep` = its name, job type = its workloads' names (the summary
 run's job type is "summary"); cells are the config key `cell_id`.
 """
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+import sys
+from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.publishers import wandb_sink
-
-log = logging.getLogger(__name__)
 
 SPEC_FILE = "wandb_report.json"
 CELL_KEY = "cell_id"
@@ -67,8 +64,9 @@ def summary_filter(run_id: str) -> str:
     return f"Metric('Group') == {_quote(run_id)} and Metric('JobType') == {_quote(wandb_sink.SUMMARY_JOB_TYPE)}"
 
 
-def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
-    """The wr.Report of a run (offline: entity given, run sets with no project)."""
+def build_report(data: Any, analysis: Any, cfg: Dict[str, Any], alert_lines: Sequence[str] = ()):
+    """The wr.Report of a run (offline: entity given, run sets with no project); `alert_lines`:
+    the run's regressions across nights (sweeper.history.Recorded.lines)."""
     import wandb_workspaces.reports.v2 as wr
 
     from sweeper.analysis.recommend import recommendation_lines
@@ -115,7 +113,7 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
     ]
     if analysis.notes:
         blocks.append(wr.MarkdownBlock("\n".join(f"- {note}" for note in analysis.notes)))
-    blocks += across_nights(wr, Path(data.path))
+    blocks += across_nights(wr, alert_lines)
     blocks += [
         wr.H2("Verdict table"),
         wr.PanelGrid(runsets=[summary], panels=[
@@ -132,11 +130,8 @@ def build_report(data: Any, analysis: Any, cfg: Dict[str, Any]):
                      blocks=blocks)   # width: the default; 0.4.13 does not read it back (_from_model)
 
 
-def across_nights(wr, run: Path) -> list:
-    """The run's regressions against earlier nights (written by the history publisher), if any."""
-    from sweeper.publishers.history_sink import read_alerts
-
-    found = (read_alerts(run) or {}).get("lines", [])
+def across_nights(wr, found: Sequence[str]) -> list:
+    """The run's regressions against earlier nights, if any."""
     if not found:
         return []
     lines = [f"- {line}" for line in found]
@@ -149,16 +144,20 @@ def spec_json(report) -> str:
     return report._to_model().model_dump_json(by_alias=True, exclude_none=True, indent=1)
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
-    """wandb_report.json in the run folder, when W&B is on; `python -m sweeper.publish` saves it."""
-    cfg = wandb_sink._settings(root)
-    if cfg is None or not data.records or analysis is None:
-        return
+def on_sweep_end(end) -> Optional[str]:
+    """wandb_report.json in the run folder, when W&B is on; `python -m sweeper.publish` saves it.
+    `end`: a publishers.SweepEnd."""
+    cfg = wandb_sink._settings(end.root)
+    if cfg is None or not end.data.records or end.analysis is None:
+        return None
     try:
         import wandb_workspaces.reports.v2  # noqa: F401
     except ImportError:
-        log.warning("wandb-workspaces is not installed: no W&B report spec (pip install 'sweeper[report]')")
-        return
-    from sweeper.results import write_bytes_atomic
+        print("note: wandb-workspaces is not installed: no W&B report spec (pip install wandb-workspaces)",
+              file=sys.stderr, flush=True)
+        return None
+    from sweeper.files import write_text_atomic
 
-    write_bytes_atomic(Path(run) / SPEC_FILE, spec_json(build_report(data, analysis, cfg)).encode())
+    lines = end.history.lines() if end.history is not None else []
+    write_text_atomic(end.run / SPEC_FILE, spec_json(build_report(end.data, end.analysis, cfg, lines)))
+    return None

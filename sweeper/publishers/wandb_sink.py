@@ -22,19 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import math
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
-
-log = logging.getLogger(__name__)
 
 _state: Dict[str, Any] = {"wandb": None, "warned": False}
 # Per-step columns worth a W&B chart: times, items, memory, utilisation.
 _STEP_PREFIXES = ("step_s", "host_step_s", "phase_", "items", "mem_", "gpu_", "util_")
-_SUMMARY_KEYS = ("step_p50_s", "step_p95_s", "step_mean_s", "step_cv", "items_per_s", "steps")
 SUMMARY_NAME = "summary"          # the summary run's id is run_id_for(sweep, run id, SUMMARY_NAME)
 SUMMARY_JOB_TYPE = "summary"      # its job_type; a trial's is its workload's name
 VERDICTS_TABLE = "verdicts"       # the summary run's Table of the analysis' per-cell verdicts
@@ -54,7 +51,8 @@ def _import():
             import wandb
         except ImportError:
             _state["warned"] = True
-            log.warning("wandb is not installed: no W&B runs (pip install 'sweeper[wandb]', or wandb.enabled=false)")
+            print("note: wandb is not installed: no W&B runs (pip install wandb, or wandb.enabled=false)",
+                  file=sys.stderr, flush=True)
             return None
         _state["wandb"] = wandb
     return _state["wandb"]
@@ -123,17 +121,20 @@ def tracker(run: Path, record: Any, root: Dict[str, Any]) -> Optional[Dict[str, 
     return {"run_id": wandb_id, "url": url}
 
 
+# Row keys a W&B run holds elsewhere (its state, its summary) or that say nothing across runs.
+_NOT_CONFIG = ("status", "error_type", "error_message", "pid", "started_at")
+
+
 def trial_config(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What identifies a trial in W&B, as flat keys like the summary's columns: swept values
-    (data.num_workers, ...), trial_id, cell_id, repeat, is_baseline, sweep, workload; then
-    resources and machine (W&B shows them as resources.num_cpus, ...)."""
+    """What identifies a trial in W&B: the keys of its flat row that are not figures (swept
+    values such as data.num_workers, trial_id, cell_id, repeat, is_baseline, workload,
+    resources, overrides, host), its sweep and run id, and its machine."""
+    from sweeper.record import flat_row, is_figure
+
     fp = record.get("fingerprint") or {}
-    config = {**record.get("swept", {}), "trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
-              "repeat": record.get("repeat", 0), "is_baseline": record.get("is_baseline", False),
-              "sweep": record.get("sweep"), "run_id": record.get("run_id"),
-              "workload": (record.get("workload_spec") or {}).get("name"), "resources": record.get("resources", {}),
-              "overrides": " ".join(record.get("overrides", [])),
-              "machine": {k: fp.get(k) for k in ("host", "cpu_model", "gpu_name", "torch", "cuda")}}
+    config = {k: v for k, v in flat_row(record).items() if k not in _NOT_CONFIG and not is_figure(k, record)}
+    config.update({"sweep": record.get("sweep"), "run_id": record.get("run_id"),
+                   "machine": {k: fp.get(k) for k in ("host", "cpu_model", "gpu_name", "torch", "cuda")}})
     return _redact(config)
 
 
@@ -196,6 +197,8 @@ def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
         return
     import pandas as pd
 
+    from sweeper.record import PROBE_FIGURES
+
     run_id = record.get("run_id") or run.name
     wandb_id = ((record.get("trackers") or {}).get("wandb") or {}).get("run_id") \
         or run_id_for(record.get("sweep"), run_id, record["trial_id"])
@@ -210,20 +213,20 @@ def on_trial(run: Path, record: Dict[str, Any], root: Dict[str, Any]) -> None:
             _log_steps(wb_run, steps)
         summary = record.get("summary") or {}
         wb_run.summary.update({"status": record["status"], "error_type": record.get("error_type"),
-                               **{k: _finite(summary.get(k)) for k in _SUMMARY_KEYS},
+                               **{k: _finite(summary.get(k)) for k in PROBE_FIGURES},
                                **trial_figures(record, steps)})
     finally:
         wb_run.finish(exit_code=0 if record["status"] == "ok" else 1)
 
 
-def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> None:
+def on_sweep_end(end) -> Optional[str]:
     """The summary run: the analysis' per-cell table (as cells.parquet holds it), the
-    recommendation and the report's figures."""
-    cfg = _settings(root)
-    records = data.records
+    recommendation and the report's figures. `end`: a publishers.SweepEnd."""
+    cfg = _settings(end.root)
+    run, records, analysis = end.run, end.data.records, end.analysis
     wandb = _import() if cfg and records else None
     if wandb is None:
-        return
+        return None
     from sweeper.analysis.recommend import recommendation_lines
     from sweeper.analysis.run import cell_summary
     from sweeper.report import FIGURES_DIR
@@ -247,3 +250,25 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> N
         wb_run.summary["failed_trials"] = sum(1 for r in records if r.get("status") != "ok")
     finally:
         wb_run.finish()
+    return None
+
+
+def alert(end) -> Optional[str]:
+    """A W&B alert for the run's regressions across nights (end.history), when W&B is online;
+    otherwise the note that says it was skipped (the morning report shows it)."""
+    found = end.history.alerts if end.history is not None else ()
+    if not found:
+        return None
+    cfg = _settings(end.root)
+    if cfg is None:
+        return "W&B alert skipped: W&B is off (wandb.enabled=false or wandb.mode=disabled)"
+    if cfg["mode"] != "online":
+        return f"W&B alert skipped: wandb.mode={cfg['mode']} (an alert needs a live online run)"
+    wandb = _import()
+    if wandb is None:
+        return "W&B alert skipped: wandb is not installed"
+    with wandb.init(project=cfg["project"], entity=cfg["entity"], job_type="history-alert",
+                    dir=str(cfg.get("dir") or "."), reinit="create_new") as run:
+        run.alert(title=f"sweeper: {len(found)} regression(s)", text="\n".join(a.line() for a in found),
+                  level=wandb.AlertLevel.WARN)
+    return None

@@ -73,8 +73,8 @@ def build(run: Path, data, analysis) -> Report:
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:
     """Writes report.html, report.md and report_figures/*.png into the run folder."""
+    from sweeper.files import write_bytes_atomic, write_text_atomic
     from sweeper.report import html, markdown
-    from sweeper.results import write_bytes_atomic
 
     run = Path(run_dir)
     report = build(run, data, analysis)
@@ -83,6 +83,6 @@ def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:
         if figure.png is not None:
             write_bytes_atomic(run / figure.file, figure.png)
     html_path, md_path = run / "report.html", run / "report.md"
-    write_bytes_atomic(html_path, html.render(report).encode())
-    write_bytes_atomic(md_path, markdown.render(report).encode())
+    write_text_atomic(html_path, html.render(report))
+    write_text_atomic(md_path, markdown.render(report))
     return html_path, md_path

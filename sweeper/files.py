@@ -1,0 +1,57 @@
+"""Atomic writes: a reader sees the whole old file or the whole new one, never half of either.
+
+Every file of a run folder, the history store's manifests and a night folder is written
+through here: to a dotted temporary name beside it (same file system, and readers skip dot
+names), then `os.replace`. A folder is built under a staging name and swapped in the same way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def write_with(path: Path, write: Callable[[Path], Any]) -> Path:
+    """Calls `write(tmp)` (a library that writes to a path: parquet, a CSV) and renames tmp to
+    `path`; a failed write leaves `path` as it was and no temporary behind."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    return write_with(path, lambda tmp: tmp.write_bytes(data))
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: Path, value: Any, indent: int = 2, sort_keys: bool = True) -> Path:
+    """JSON of `value` (anything json cannot write, as its str)."""
+    return write_text_atomic(path, json.dumps(value, indent=indent, sort_keys=sort_keys, default=str))
+
+
+def replace_dir(staging: Path, final: Path) -> Path:
+    """Swaps a fully written folder into place, replacing any earlier one of that name."""
+    if not final.exists():
+        os.replace(staging, final)
+        return final
+    old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+    os.replace(final, old)
+    os.replace(staging, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final

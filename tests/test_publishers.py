@@ -1,0 +1,87 @@
+"""The sweep's end hands one Analysis and the history's alerts to every view; a view that raises
+is one line and starves no other. In-process, on a copy of a real run: well under a second each."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweeper import history, publishers
+from sweeper.analysis.run import analyze_run
+from sweeper.history.detect import Alert
+from sweeper.results import read_records
+from sweeper.schema import AnalysisConfig
+
+DATA = Path(__file__).parent / "data"
+ALERT = Alert(machine="h", sweep="same-a", cell_id="c1", cell="batch_size=16", metric="throughput", run_id="r2",
+              date="2026-12-01", value=80.0, baseline_run="r1", baseline_value=100.0, ratio=1.25, p_value=0.01,
+              verdict="slower", since="r2", evidence="significant")
+QUIET = {"report": {"enabled": False}, "wandb": {"enabled": False}, "mlflow": {"enabled": False}}
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    run = tmp_path_factory.mktemp("pub") / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    return (run, *analyze_run(run, AnalysisConfig(), n_resamples=50))
+
+
+def broken(end):
+    raise OSError("disk full")
+
+
+def test_a_publisher_that_raises_starves_no_other(analysed, monkeypatch, capsys):
+    run, data, analysis = analysed
+    recorded = history.Recorded(run.parent / "store", (ALERT,))
+    monkeypatch.setattr(history, "record_run", lambda *args: recorded)
+    seen = []
+
+    def before(end):
+        seen.append(("before", end.analysis, end.history))
+
+    def after(end):
+        seen.append(("after", end.analysis, end.history))
+        return "after's note"
+    monkeypatch.setattr(publishers, "SWEEP_PUBLISHERS", [before, broken, after])
+    end = publishers.on_sweep_end(run, data, analysis, QUIET)
+    assert [name for name, *_ in seen] == ["before", "after"]
+    assert all(got is analysis and alerts is recorded for _, got, alerts in seen)    # the same data, not files
+    line = "output tests.test_publishers.broken failed: OSError: disk full"
+    assert capsys.readouterr().err.splitlines() == [f"warning: {line}"]
+    assert history.read_recorded(run)["notes"] == [line, "after's note"]     # the night's record keeps both
+    assert publishers.terminal_end(end).splitlines()[-2:] == [f"history: appended to {recorded.store}",
+                                                             f"  REGRESSION {ALERT.line()}"]
+
+
+def test_a_history_that_fails_is_one_line_and_the_views_still_get_the_analysis(analysed, monkeypatch, capsys):
+    run, data, analysis = analysed
+
+    def store_gone(*args):
+        raise PermissionError("history store is read-only")
+    seen = []
+    monkeypatch.setattr(history, "record_run", store_gone)
+    monkeypatch.setattr(publishers, "SWEEP_PUBLISHERS", [lambda end: seen.append((end.analysis, end.history))])
+    publishers.on_sweep_end(run, data, analysis, QUIET)
+    assert seen == [(analysis, None)]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].endswith("failed: PermissionError: history store is read-only")
+
+
+def test_the_shipped_views_run_after_one_that_raises(analysed, tmp_path, monkeypatch, capsys):
+    run, data, analysis = analysed
+    (run / "cells.parquet").unlink(missing_ok=True)
+    monkeypatch.setattr(publishers, "SWEEP_PUBLISHERS", [broken, *publishers.SWEEP_PUBLISHERS])
+    end = publishers.on_sweep_end(run, data, analysis, {**QUIET, "history": {"dir": str(tmp_path / "store")}})
+    assert (run / "cells.parquet").exists()                        # cells_files came after the broken one
+    assert end.history is not None and end.history.store == tmp_path / "store"
+    assert "disk full" in capsys.readouterr().err
+
+
+def test_the_end_of_a_sweep_analyses_the_records_it_is_given_not_the_folder(analysed, tmp_path):
+    run = analysed[0]
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    records = read_records(copy)
+    for record in records:                                         # the folder no longer holds any record
+        (copy / "trials" / record["trial_id"] / "trial.json").unlink()
+    text = publishers.end_of_sweep(copy, records, {**QUIET, "history": {"enabled": False}}, AnalysisConfig())
+    assert "recommended: batch_size=16" in text and (copy / "cells.parquet").exists()
