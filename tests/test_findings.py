@@ -296,7 +296,8 @@ def test_a_sweep_of_known_phase_times(tmp_path, sweeper_cli):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = next((tmp_path / "results" / "single").iterdir())
     summary = pd.read_parquet(run / "summary.parquet").set_index("workload.params.data_ms")
-    slow = summary.loc[40.0]
+    cells = pd.read_parquet(run / "cells.parquet").set_index("workload.params.data_ms")
+    slow = cells.loc[40.0]           # the analysis' figures (one repeat a cell: that trial's)
     # known phases: 40 ms data, 60 ms compute -> 100 ms measured, 60 ms overlapped, 40% saved
     # (sleep oversleeps by a millisecond or more on a loaded 2-core machine: 15% tolerance)
     assert slow["overlap_data_s"] == pytest.approx(0.040, rel=0.15)
@@ -304,16 +305,13 @@ def test_a_sweep_of_known_phase_times(tmp_path, sweeper_cli):
     assert slow["overlap_serial_s"] == pytest.approx(0.100, rel=0.15)
     assert slow["overlap_ideal_s"] == pytest.approx(0.060, rel=0.15)
     assert slow["overlap_saving"] == pytest.approx(0.40, abs=0.05)
-    # and exactly what the trial's own phase means say: (sum - max) / mean step
-    assert slow["overlap_saving"] == pytest.approx(
-        (slow["overlap_serial_s"] - slow["overlap_ideal_s"]) / slow["step_mean_s"], rel=1e-9)
-    assert summary.loc[1.0, "overlap_saving"] < 0.10        # 1 of 61 ms, give or take a loaded machine
-    # pitfalls in the trial summary: 2 shards for 4 workers; 40% data wait; quiet on the 1 ms cell's wait
+    assert cells.loc[1.0, "overlap_saving"] < 0.10          # 1 of 61 ms, give or take a loaded machine
+    # pitfalls, per cell: 2 shards for 4 workers; 40% data wait; quiet on the 1 ms cell's wait
     assert set(slow["pitfalls"].split(";")) == {"shards", "data_wait"}
-    assert summary.loc[1.0, "pitfalls"] == "shards"
+    assert cells.loc[1.0, "pitfalls"] == "shards"
+    assert not {"pitfalls", "overlap_saving"} & set(summary.columns)    # the trial rows know no analysis
     # cost by hand from the record's throughput: the CPUs the trial held (isolation=node: the whole
     # node's) x $0.36 an hour / 3600 s / samples a second x 1e6, per million samples
-    cells = pd.read_parquet(run / "cells.parquet").set_index("workload.params.data_ms")
     for data_ms in (40.0, 1.0):
         cpus, rate = summary.loc[data_ms, "num_cpus"], cells.loc[data_ms, "items_per_s"]
         assert cpus >= 1
