@@ -1,5 +1,6 @@
 """The trial record: one typed, versioned contract; stored runs of older versions still load."""
 import json
+import shutil
 
 import pandas as pd
 import pyarrow as pa
