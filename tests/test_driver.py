@@ -127,6 +127,13 @@ def test_a_timeout_is_a_row_named_so_and_is_not_retried(sweep, tmp_path):
     assert (code, record["status"], record["error_type"], len(fake.submitted)) == (1, "timeout", "TrialTimeout", 1)
 
 
+def test_a_request_no_node_can_hold_is_an_infeasible_row_and_never_submitted(sweep, tmp_path):
+    code, fake = sweep(grid={"workload.seed": [0]}, **{"resources.gpus": 1})
+    (record,) = records(tmp_path).values()
+    assert (code, record["status"], fake.submitted) == (exitcodes.TRIALS_FAILED, "infeasible", [])
+    assert "asks for 1 GPU(s) but no node has more than 0" in record["error_message"]
+
+
 # -- the window and the deadline --------------------------------------------------------
 def test_without_a_deadline_every_trial_is_submitted_at_once(sweep):
     _, fake = sweep(grid={"workload.seed": list(range(6))})
