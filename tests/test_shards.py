@@ -221,3 +221,25 @@ def test_ctrl_c_while_the_driver_makes_shards_leaves_no_staging(tmp_path):
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert [p.name for p in cache.iterdir() if p.is_dir()] == []
+
+
+@pytest.mark.parametrize("fmt, name", [
+    (tarfile.USTAR_FORMAT, "a/" * 60 + "sample.cls"),      # ustar's prefix field
+    (tarfile.GNU_FORMAT, "d" * 120 + "/s.txt"),             # a GNU long-name member first
+    (tarfile.PAX_FORMAT, "p" * 150 + "/s.bin"),             # a pax header first
+    (tarfile.GNU_FORMAT, "plain.txt"),
+])
+def test_the_fast_header_parser_reads_what_tarfile_reads(tmp_path, fmt, name):
+    path = tmp_path / "x.tar"
+    with tarfile.open(path, "w", format=fmt) as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 700
+        tar.addfile(info, io.BytesIO(b"y" * 700))
+    data, offset, parsed = path.read_bytes(), 0, 0
+    while data[offset:offset + 512].count(0) < 512:
+        block = data[offset:offset + 512]
+        fast, slow = shard_check._plain_header(block), shard_check._any_header(block, str(path), offset)
+        assert fast is None or fast == slow
+        parsed += fast is not None
+        offset += 512 + (slow.size + 511) // 512 * 512
+    assert parsed >= 1 and count_samples(str(path)) == 1

@@ -14,7 +14,7 @@ and copies each batch to the GPU when the trial has one. Per step it times:
     data_wait   blocked waiting for the next batch: what the trainer would starve for
     h2d         host-to-device copy of the batch (GPU trials, unless DALI decoded on the GPU)
 
-Defaults live in sweeper/schema.py (DataConfig, ImageConfig, DaliConfig); the ones that
+Defaults live in sweeper/schema/data.py (DataConfig, ImageConfig, DaliConfig); the ones that
 matter most here: batch_size=32, seq_len=1024, 16 shards of 256 samples.
 """
 from __future__ import annotations

@@ -19,13 +19,20 @@ import os
 import re
 import tarfile
 from pathlib import Path
-from typing import Optional, Set
+from typing import NamedTuple, Optional, Set
 
 BLOCK = tarfile.BLOCKSIZE
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+_GNU = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.GNUTYPE_SPARSE)
 _NAMING = (tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE)   # headers naming the next member
 _SAMPLE_KEY = re.compile(r"^((?:.*/|)[^./]+)\.[^/]*$")      # webdataset's key: the path up to the first dot
 CACHE_VERSION = 1
+
+
+class Header(NamedTuple):
+    name: str
+    size: int
+    type: bytes
 
 
 class ShardDamaged(Exception):
@@ -36,7 +43,7 @@ def _blocks(size: int) -> int:
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 
-def _header(data, path: str, offset: int, total: int) -> Optional[tarfile.TarInfo]:
+def _header(data, path: str, offset: int, total: int) -> Optional[Header]:
     """The header at `offset`, or None at the end-of-archive block."""
     buf = data[offset:offset + BLOCK]
     if len(buf) < BLOCK:
@@ -45,13 +52,37 @@ def _header(data, path: str, offset: int, total: int) -> Optional[tarfile.TarInf
                            f"(a truncated copy?)")
     if buf.count(0) == BLOCK:
         return None
+    return _plain_header(buf) or _any_header(buf, path, offset)
+
+
+def _octal(field: bytes) -> int:
+    return int(field.replace(b"\0", b" ").strip() or b"0", 8)
+
+
+def _plain_header(buf: bytes) -> Optional[Header]:
+    """The common case, about four times faster than tarfile's parser: an octal size and an
+    unsigned checksum that matches. Anything else (None) goes to tarfile's own parser."""
     try:
-        return tarfile.TarInfo.frombuf(buf, tarfile.ENCODING, "surrogateescape")
+        if buf[124] & 0x80 or _octal(buf[148:156]) != sum(buf) - sum(buf[148:156]) + 8 * 32:
+            return None
+        size = _octal(buf[124:136])
+    except ValueError:
+        return None
+    name = buf[:100].split(b"\0", 1)[0]
+    prefix = buf[345:500].split(b"\0", 1)[0] if buf[257:262] == b"ustar" and buf[156:157] not in _GNU else b""
+    full = (prefix + b"/" + name if prefix else name).decode(tarfile.ENCODING, "surrogateescape")
+    return Header(full, size, buf[156:157])
+
+
+def _any_header(buf: bytes, path: str, offset: int) -> Header:
+    try:
+        info = tarfile.TarInfo.frombuf(buf, tarfile.ENCODING, "surrogateescape")
     except tarfile.HeaderError as exc:
         raise ShardDamaged(f"{path}: garbled tar header at byte {offset} ({exc})") from None
+    return Header(info.name, info.size, info.type)
 
 
-def _long_name(data, offset: int, info: tarfile.TarInfo) -> Optional[str]:
+def _long_name(data, offset: int, info: Header) -> Optional[str]:
     """The next member's name from a GNU long-name or a pax header (their data), else None."""
     body = bytes(data[offset + BLOCK:offset + BLOCK + info.size]) if info.type in _NAMING else b""
     if info.type == tarfile.GNUTYPE_LONGNAME:

@@ -14,7 +14,7 @@ times GPU phases with CUDA events, so the loop's one host sync a step is reading
 that step's loss (train.phase_sync=true adds a sync at every phase edge, for a
 host-clock probe such as a notebook's Probe()). One rank runs while probe.more()
 says so; several ranks run exactly warmup_steps + steps, the same on every rank.
-Defaults live in sweeper/schema.py (TrainConfig); the ones that matter:
+Defaults live in sweeper/schema/train.py (TrainConfig); the ones that matter:
 
     preset=tiny               tiny: 2 layers x 64 wide, T=64, vocab 512: seconds on a CPU
                               gpt2-124m: 12 layers x 768, 12 heads, T=1024, vocab 50257: the GPU one
