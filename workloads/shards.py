@@ -217,9 +217,12 @@ def _ensure_index(shard: str, cache_dir: str) -> str:
 
         index.parent.mkdir(parents=True, exist_ok=True)
         staging = index.with_name(f".{index.name}.{os.getpid()}")
-        with IndexCreator(os.path.abspath(shard), str(staging), verbose=False) as creator:
-            creator.create_index()
-        os.replace(staging, index)          # atomic: a concurrent trial reads a whole index or none
+        try:
+            with _sigterm_raises(), IndexCreator(os.path.abspath(shard), str(staging), verbose=False) as creator:
+                creator.create_index()
+            os.replace(staging, index)      # atomic: a concurrent trial reads a whole index or none
+        finally:
+            staging.unlink(missing_ok=True)
     return str(index)
 
 
