@@ -49,8 +49,13 @@ def imported_modules(argv: Sequence[str]) -> Dict[str, float]:
     """Top-level packages a command imported, with their cumulative import time in seconds."""
     proc = subprocess.run([PYTHON, "-X", "importtime", *argv], cwd=ROOT, env=bench_env(),
                           capture_output=True, text=True, timeout=300)
+    return import_times(proc.stderr)
+
+
+def import_times(importtime_output: str) -> Dict[str, float]:
+    """`python -X importtime` lines -> {top-level package: its largest cumulative time, s}."""
     out: Dict[str, float] = {}
-    for line in proc.stderr.splitlines():
+    for line in importtime_output.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
         _, cumulative, name = (part.strip() for part in line[len("import time:"):].split("|"))

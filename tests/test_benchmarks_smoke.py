@@ -1,14 +1,15 @@
-"""The benchmark scripts import, parse their arguments and build their commands; no timing
-is asserted here (speed targets are met in benchmarks/, never in tests)."""
+"""The benchmark scripts' own arithmetic on made-up trial times: what each measures from a run
+(span, makespan, per-trial cost, gaps, the start-up split) and the tables it prints. No timing
+of this machine is asserted here (speed targets are met in benchmarks/, never in tests)."""
+import dataclasses
+import json
 import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks import gpu_packing, overhead, startup
-from benchmarks._common import markdown_table, span
-from tests.conftest import ROOT
+from benchmarks._common import CommandRun, markdown_table, span
 
 
 class FakeProbe:
@@ -45,18 +46,59 @@ def test_overhead_rejects_an_unknown_runner_or_workload():
         overhead.parse(["--workloads", "nope"])
 
 
-def test_overhead_measurement_arithmetic():
-    m = overhead.Measurement("tune", "sleep", trials=24, slots=2, sleep_s=1.0, returncode=0, finished=24,
-                             wall_s=60.0, to_first_s=10.0, span_s=18.0, ready_to_end_s=20.0)
-    assert m.ideal_s == 12.0 and m.per_trial_s == pytest.approx(0.5)
+def _trial_json(results, index, started_at, ended_at, **figures):
+    """A finished trial as sweeper writes it: results/<sweep>/<run>/trials/<id>/trial.json."""
+    folder = results / "sweep" / "run" / "trials" / f"t{index}"
+    folder.mkdir(parents=True)
+    (folder / "trial.json").write_text(json.dumps({"started_at": started_at, "ended_at": ended_at,
+                                                   "status": "ok", "figures": figures}))
 
 
-def test_gpu_packing_commands_and_parser(tmp_path):
-    args = gpu_packing.build_parser().parse_args(["--device", "cpu", "--lengths", "1,2", "--trials", "2"])
-    assert args.device == "cpu" and args.lengths == "1,2"
-    cmd = gpu_packing.sweeper_command(tmp_path, 2, 3.0, "cuda")
-    assert "resources.isolation=gpu" in cmd and "resources.gpus=1" in cmd and "workload.seed=0,1" in cmd
-    assert "--plain-ray-child" in gpu_packing.plain_ray_command(tmp_path, 2, 3.0, "cuda")
+def _fake_command(trials, ready_after_s=2.0, started_at=1000.0, wall_s=9.0):
+    """run_timed's stand-in: a sweeper command that started at `started_at`, printed the ready line
+    after `ready_after_s` and wrote `trials` (start, end, figures) into its results folder."""
+    def run_timed(argv, log=None, **kw):
+        results = Path(next(a.split("=", 1)[1] for a in argv if a.startswith("results_dir=")))
+        for i, (start, end, figures) in enumerate(trials):
+            _trial_json(results, i, start, end, **figures)
+        return CommandRun(argv=list(argv), started_at=started_at, wall_s=wall_s, returncode=0,
+                          lines=[(0.5, "composing"), (ready_after_s, "sweep 'x': 4 trial(s) on 2 CPU(s)")])
+    return run_timed
+
+
+def test_overhead_measures_a_run_from_its_trial_times_and_ready_line(tmp_path, monkeypatch):
+    # 4 trials of 1 s on 2 slots (ideal span 2 s) spread over 3 s: each costs 0.5 slot-seconds extra
+    trials = [(1003.0, 1004.0, {}), (1003.0, 1004.5, {}), (1004.5, 1005.5, {}), (1005.0, 1006.0, {})]
+    monkeypatch.setattr(overhead, "run_timed", _fake_command(trials))
+    runner = dataclasses.replace(overhead.RUNNERS["sweeper-pack"], slots=2)
+    m = overhead.measure(runner, "sleep", 4, 1.0, tmp_path)
+    assert (m.finished, m.wall_s, m.returncode) == (4, 9.0, 0)
+    assert m.to_first_s == pytest.approx(3.0) and m.span_s == pytest.approx(3.0)
+    assert m.ready_to_end_s == pytest.approx(4.0)            # ready line at 1002.0, last end 1006.0
+    assert m.ideal_s == pytest.approx(2.0) and m.per_trial_s == pytest.approx(0.5)
+
+    slow = dataclasses.replace(m, span_s=5.0, wall_s=11.0, returncode=1)
+    table = overhead.runs_table([m, slow, dataclasses.replace(m, wall_s=10.0)], "sleep").splitlines()
+    row = [c.strip() for c in table[2].strip("|").split("|")]
+    assert row[0].endswith("(FAILED: see command.log)")      # one of its three runs failed
+    assert row[3:5] == ["10.00", "2.50"]                      # median wall of 9, 10, 11 s; per trial
+    assert row[6] == "3.00" and row[-1] == "0.50"             # median span, per-trial cost of the median run
+
+
+def test_gpu_packing_efficiency_gaps_and_set_up_from_trial_times(tmp_path, monkeypatch):
+    # two GPUs, two 3-s trials each; the ready line at 1002: makespan 8 s against an ideal 6 s
+    trials = [(1003.0, 1006.0, {"gpu": "a", "compute_started_at": 1003.5}),
+              (1006.5, 1009.5, {"gpu": "a", "compute_started_at": 1007.5}),
+              (1003.0, 1006.0, {"gpu": "b", "compute_started_at": 1003.5}),
+              (1006.0, 1010.0, {"gpu": "b", "compute_started_at": 1006.5})]
+    monkeypatch.setattr(gpu_packing, "run_timed", _fake_command(trials))
+    row = gpu_packing.measure("sweeper", gpu_packing.sweeper_command, 4, 3.0, 2, "cpu", tmp_path)
+    assert row["trials"] == 4 and row["ideal_s"] == 6.0
+    assert row["makespan_s"] == pytest.approx(8.0) and row["efficiency"] == pytest.approx(0.75)
+    assert row["span_s"] == pytest.approx(7.0) and row["gap_s"] == pytest.approx(0.25)   # gaps 0.5 and 0.0
+    assert row["setup_s"] == pytest.approx(0.5)                                          # 0.5, 1.0, 0.5, 0.5
+    lines = gpu_packing.table([row, {**row, "trials": 3}]).splitlines()
+    assert "| 75%" in lines[2] and "FAILED" not in lines[2] and "FAILED" in lines[3]
 
 
 def test_gpu_busy_runs_on_cpu_for_its_time():
@@ -75,23 +117,25 @@ def test_gaps_between_trials_on_one_gpu():
     assert gpu_packing.gaps_and_setup(times) == (0.25, 0.5)
 
 
-def test_startup_parser_and_helpers():
-    assert startup.build_parser().parse_args(["--runs", "2"]).runs == 2
-    assert startup.describe({}) .startswith("imports none of ray/torch/wandb")
+def test_startup_splits_a_one_trial_sweep_at_the_ready_line_and_the_trials_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(startup, "run_timed", _fake_command([(1003.5, 1004.0, {})], ready_after_s=2.5))
+    parts = startup.one_trial_sweep(1, tmp_path)
+    assert parts == pytest.approx({"to_ready_s": 2.5, "ready_to_trial_s": 1.0, "to_trial_s": 3.5, "wall_s": 9.0})
+
+
+def test_startup_reads_top_level_import_times_and_names_the_heavy_ones():
+    text = ("import time: self [us] | cumulative | imported package\n"
+            "import time:       120 |        150 |   ray._private.utils\n"
+            "import time:        90 |     900000 | ray\n"
+            "import time:        40 |       2500 |     omegaconf.base\n"
+            "import time:        30 |       4000 | omegaconf\n"
+            "not an importtime line\n")
+    found = startup.import_times(text)
+    assert found == {"ray": 0.9, "omegaconf": 0.004}
+    assert startup.describe({k: v for k, v in found.items() if k in startup.HEAVY}) == "imports ray (0.90 s)"
+    assert startup.describe({}) == "imports none of " + "/".join(startup.HEAVY)
     assert span([{"started_at": 2.0, "ended_at": 5.0}, {"started_at": 1.0, "ended_at": 4.0}]) == (1.0, 5.0)
     assert markdown_table(["a", "b"], [[1.5, "x"]]).splitlines()[2] == "| 1.50 | x |"
-
-
-@pytest.mark.parametrize("script", ["overhead.py", "startup.py", "gpu_packing.py", "baselines.py", "probe_overhead.py",
-                                    "aa_experiment.py"])
-def test_scripts_answer_help_without_heavy_imports(script):
-    code = (f"import runpy, sys; sys.argv = ['{script}', '--help']\n"
-            f"try:\n    runpy.run_path('benchmarks/{script}', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_overhead_trial_spec_is_what_the_launcher_sends():

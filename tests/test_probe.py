@@ -7,6 +7,7 @@ workers through TrialHost. The CUDA paths, run for real on a GPU, are in tests/t
 import math
 import multiprocessing
 import os
+import threading
 import time
 from types import SimpleNamespace
 
@@ -411,13 +412,31 @@ def test_step_rows_carry_the_sampler_averages_over_their_span():
     assert probe.summary()["util_cpu_pct_mean"] == pytest.approx(np.mean(expected))
 
 
+def _wait_for(condition, timeout_s=20.0):
+    """Polls until `condition()` holds; the deadline only bounds a hang, it decides nothing."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return condition()
+
+
 def test_sampler_thread_samples_serves_memory_requests_and_stops():
-    sampler = Sampler([lambda: {"gpu_power_w": 100.0}], hz=100)
+    clock = FakeClock()
+    calls = []
+    sampler = Sampler([lambda: calls.append(1) or {"gpu_power_w": 100.0}], hz=1000, clock=clock)
     sampler.start()
-    sampler.request_memory(3, lambda: {"mem_main_uss_mb": 1.0})
-    time.sleep(0.15)
-    sampler.stop()
-    assert len(sampler.samples) >= 5 and sampler.memory == {3: {"mem_main_uss_mb": 1.0}}
+    try:
+        assert _wait_for(lambda: len(sampler.samples) >= 3)          # the thread keeps sampling
+        sampler.request_memory(3, lambda: {"mem_main_uss_mb": 1.0})
+        assert _wait_for(lambda: 3 in sampler.memory)                 # served by the memory thread
+    finally:
+        clock.advance(5)
+        sampler.stop()
+    assert sampler.memory == {3: {"mem_main_uss_mb": 1.0}} and not sampler._threads
+    assert sampler.samples[-1] == (clock.now, {"gpu_power_w": 100.0})   # stop() took a last sample
+    count = len(sampler.samples)
+    sampler.stop()                                                    # a second stop does nothing
+    assert len(sampler.samples) == count and all(t.name.find("sweeper-probe") < 0 for t in threading.enumerate())
 
 
 def test_a_failing_source_is_dropped_with_one_error_line():
@@ -441,21 +460,38 @@ def test_a_failing_memory_reader_is_one_warning_line():
     assert sampler.errors == ["memory reading failed (first at step 0): PermissionError: smaps_rollup"]
 
 
-def test_process_tree_counts_the_cpu_time_of_children():
-    child = multiprocessing.get_context("fork").Process(target=spin, args=(5,))
-    child.start()
-    try:
-        source, ranks_only = ProcessTree(), ProcessTree(exclude_pids={child.pid})   # as if the child were a rank
-        assert source() == {} and ranks_only() == {}     # the first call sets the counters
-        time.sleep(0.3)                        # the parent idles; its child spins
-        values, without = source(), ranks_only()
-    finally:
-        child.kill()
-        child.join()
-    # Not near 100: this VM's accounting credits a spinning process with ~35% of wall time.
-    assert values["util_cpu_pct"] > 5 and values["disk_read_mb_s"] >= 0 and values["io_read_mb_s"] >= 0
-    assert values["util_workers_cpu_pct"] > 5              # the child is a worker: the prefetch warning reads it
-    assert without["util_workers_cpu_pct"] < 1 and without["util_cpu_pct"] > 5
+class FakeProcess:
+    """A psutil.Process whose CPU seconds and bytes read a test sets."""
+    def __init__(self, pid):
+        self.pid, self.user, self.system, self.disk, self.chars = pid, 0.0, 0.0, 0, 0
+
+    def cpu_times(self):
+        return SimpleNamespace(user=self.user, system=self.system)
+
+    def io_counters(self):
+        return SimpleNamespace(read_bytes=self.disk, read_chars=self.chars)
+
+
+def test_process_tree_counts_the_cpu_time_of_children(monkeypatch):
+    from sweeper.measure import sampler as sampler_module
+
+    root, worker, rank = FakeProcess(100), FakeProcess(101), FakeProcess(102)
+    monkeypatch.setattr(sampler_module, "descendants", lambda proc: [worker, rank])
+    clock = FakeClock()
+    tree = ProcessTree(clock=clock, exclude_pids={rank.pid})   # the rank is another trainer, not a worker
+    tree.root = root
+    assert tree() == {}                                        # the first call sets the counters
+    clock.advance(2000)
+    root.user, worker.user, worker.system, rank.user = 0.5, 1.0, 0.2, 0.3
+    root.disk, worker.chars = 4 * 10**6, 10 * 10**6
+    values = tree()
+    assert values["util_cpu_pct"] == pytest.approx(100 * (0.5 + 1.0 + 0.3) / 2)      # user time, whole tree
+    assert values["util_cpu_sys_pct"] == pytest.approx(100 * 0.2 / 2)
+    assert values["util_workers_cpu_pct"] == pytest.approx(100 * (1.0 + 0.2) / 2)    # the worker alone
+    assert values["disk_read_mb_s"] == pytest.approx(2.0) and values["io_read_mb_s"] == pytest.approx(5.0)
+    clock.advance(1000)
+    worker.user = 0.9                                          # counters never run backwards into a negative
+    assert tree()["util_workers_cpu_pct"] == 0.0
 
 
 def test_the_real_probe_on_cpu_has_utilisation_and_memory_columns(tmp_path):
