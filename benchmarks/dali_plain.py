@@ -1,6 +1,6 @@
 """A plain NVIDIA DALI script, no sweeper: JPEGs from webdataset shards, decoded, random-resized-
 cropped and flipped, batch after batch. What `python -m sweeper data.loader=dali data.kind=images`
-must match on the same host (benchmarks/gpu_session_dali.sh compares the two).
+must match on the same host (benchmarks/gpu_session.sh dali compares the two).
 
     python benchmarks/dali_plain.py --decoder mixed --threads 8 --repeats 3
 

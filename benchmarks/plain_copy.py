@@ -1,5 +1,5 @@
 """A plain torch copy loop, no sweeper: host-to-device GB/s, pinned and pageable, per size.
-What `python -m sweeper workload=h2d_copy` must match (benchmarks/gpu_session_playbook.sh).
+What `python -m sweeper workload=h2d_copy` must match (benchmarks/gpu_session.sh playbook).
 
     python benchmarks/plain_copy.py 0.5,8,64,512 out.json
 

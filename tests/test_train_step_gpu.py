@@ -7,7 +7,7 @@ seen. Each case calls `workloads.train_step.run` with a TrialConfig and `Probe.f
 timing, no synchronize) inside `with probe:`, and must finish with a falling, finite loss, a
 plausible MFU, peak memory and every phase timed; the ZeRO stages must agree on the loss. The step
 time is printed next to the plain-PyTorch reference, not asserted (speed is measured through
-`python -m sweeper`: benchmarks/gpu_session_step.sh, docs/benchmarks.md). The same code runs on a
+`python -m sweeper`: benchmarks/gpu_session.sh step, docs/benchmarks.md). The same code runs on a
 CPU with the tiny model in the CPU suite. Needs torch and numpy; not Ray, Hydra or webdataset.
 """
 import gc
