@@ -9,6 +9,7 @@ from tests.conftest import ROOT
 SWEEPS = sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_every_shipped_sweep_composes_and_dry_runs(sweep, sweeper_cli, tmp_path):
     result = sweeper_cli([f"+sweep={sweep}", "dry_run=true"])
@@ -20,6 +21,7 @@ def test_every_shipped_sweep_composes_and_dry_runs(sweep, sweeper_cli, tmp_path)
     assert not list((tmp_path / "results").glob("*/*/trials"))
 
 
+@pytest.mark.slow
 def test_dry_run_ids_match_the_grid(sweeper_cli):
     result = sweeper_cli(["+sweep=dataloader", "dry_run=true", "data.num_workers=1,2",
                           "data.prefetch_factor=2", "data.pin_memory=false", "repeats=1"])
@@ -30,6 +32,7 @@ def test_dry_run_ids_match_the_grid(sweeper_cli):
     assert [line.split()[0] for line in again.stdout.splitlines()[1:]] == ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["data.num_workers=0", "data.prefetch_factor=2"],
      "error: data.prefetch_factor: only applies with data.num_workers > 0"),
@@ -46,12 +49,14 @@ def test_bad_input_is_one_clear_line_before_any_trial(args, message, sweeper_cli
     assert not list((tmp_path / "results").glob("*/*/trials"))
 
 
+@pytest.mark.slow
 def test_unknown_key_is_named_by_hydra(sweeper_cli):
     result = sweeper_cli(["data.num_wrokers=2"])
     assert result.returncode != 0
     assert "num_wrokers" in result.stderr and "DataConfig" in result.stderr
 
 
+@pytest.mark.slow
 def test_help_imports_neither_ray_torch_nor_wandb():
     code = ("import sys, runpy\n"
             "sys.argv = ['sweeper', '--help']\n"

@@ -182,6 +182,7 @@ def test_figures_are_the_analysis_own(capsys):
             assert row[column] == f"{cells.loc[row[0], 'items_per_s']:,.0f}"
 
 
+@pytest.mark.slow
 def test_cli_starts_fast_and_imports_no_heavy_libraries():
     walls = []
     for _ in range(3):   # best of three: a busy machine slows any one start

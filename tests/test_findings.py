@@ -205,6 +205,7 @@ def test_an_unpriced_gpu_model_here_is_one_line_at_plan_time(tmp_path):
     assert gpu_models(str(tmp_path / "none")) == []
 
 
+@pytest.mark.slow
 def test_a_cpu_trial_without_a_cpu_price_is_one_line_before_any_trial(sweeper_cli):
     result = sweeper_cli(["dry_run=true", "+cost.gpu_hour_usd={H200:3.5}", "analysis.objective=cost"])
     assert result.returncode == 2

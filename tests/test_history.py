@@ -58,6 +58,7 @@ def flagged(assessed, column):
     return sorted(set(assessed.loc[assessed[column], "run_id"]))
 
 
+@pytest.mark.slow
 def test_the_sweep_end_appended_the_analysis_figures(real):
     from sweeper.analysis.run import analyze_run, run_analysis_config
 
@@ -74,6 +75,7 @@ def test_the_sweep_end_appended_the_analysis_figures(real):
     assert written["alerts"] == [] and written["store"] == str(store)
 
 
+@pytest.mark.slow
 def test_a_shift_is_found_on_its_night_and_nothing_before(shifted):
     store, _ = shifted
     assessed = detect.assess(read(store))
@@ -92,6 +94,7 @@ def test_a_shift_is_found_on_its_night_and_nothing_before(shifted):
                                                     for m in ("throughput", "p95")}
 
 
+@pytest.mark.slow
 def test_noise_alone_over_20_nights_raises_at_most_one_false_alarm(real, tmp_path):
     run, _ = real
     store, rng = tmp_path / "history", np.random.default_rng(7)
@@ -115,6 +118,7 @@ def run_cli(capsys, *args):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_lists_trends_and_diffs_nights(shifted, capsys):
     store, _ = shifted
     code, out, _ = run_cli(capsys, "--store", str(store), "list")
@@ -135,6 +139,7 @@ def test_cli_lists_trends_and_diffs_nights(shifted, capsys):
     assert code == 1 and out.startswith("4 regression(s)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--store", "{store}", "diff", "night02", "night99"], "no run 'night99' in the history store"),
     (["--store", "{store}", "trend", "--metric", "p42"], "argument --metric: invalid choice: 'p42'"),
@@ -149,6 +154,7 @@ def test_cli_bad_arguments_are_one_line_and_exit_2(shifted, tmp_path, capsys, ar
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_append_of_an_old_run_from_the_shell_and_twice_is_once(real, tmp_path, capsys):
     run, _ = real
     store = tmp_path / "store"
@@ -160,6 +166,7 @@ def test_append_of_an_old_run_from_the_shell_and_twice_is_once(real, tmp_path, c
     assert len(list(store.rglob("*.parquet"))) == 2 and len(read(store)) == 2    # two files, one run
 
 
+@pytest.mark.slow
 def test_prometheus_gauges_per_cell(shifted):
     from prometheus_client import CollectorRegistry, generate_latest
 
@@ -176,6 +183,7 @@ def test_prometheus_gauges_per_cell(shifted):
     assert len(ratios) == 2 and all(r > 1.15 for r in ratios)
 
 
+@pytest.mark.slow
 def test_exporter_refuses_a_missing_history_store(real, tmp_path, capsys):
     from sweeper.exporters.prometheus import main
 
@@ -192,6 +200,7 @@ def test_wandb_alert_is_skipped_offline_with_a_note():
     assert note == "W&B alert skipped: wandb.mode=offline (an alert needs a live online run)"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; CI installs it)")
 def test_morning_report_opens_in_chromium(shifted, tmp_path):
     store, folder = shifted
@@ -209,6 +218,7 @@ def test_morning_report_opens_in_chromium(shifted, tmp_path):
     assert "single night05 against night04: no fingerprint changed." in page
 
 
+@pytest.mark.slow
 def test_sweep_end_on_a_regressed_night_notes_skipped_wandb_alert_and_feeds_the_wandb_report(shifted, monkeypatch):
     """The sweep's end as the driver calls it, on the last slow night: the history records the run
     and hands its alerts to the views as data; the W&B alert is skipped offline (a note, kept in
@@ -253,6 +263,7 @@ hydra:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; CI installs it)")
 def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_opens_in_chromium(tmp_path):
     """`+sweep=overnight` as cron starts it (its shipped regression check, sweeper.history's), twice:
@@ -292,6 +303,7 @@ def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_o
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom.stdout)) == 2
 
 
+@pytest.mark.slow
 def test_morning_report_of_a_night_folder_lists_outliers_and_what_was_skipped(shifted, tmp_path):
     """A night.json as the suite writes it (one sweep ran with trials cut, one never started) over
     the shifted nights' last run, whose fleet.parquet flags one GPU."""

@@ -30,6 +30,7 @@ def alive(pid):
         return False
 
 
+@pytest.mark.slow
 def test_ok_trial_runs_in_its_own_process_and_returns_its_files(host):
     outcome = host.run(spec_for("tests.workloads_for_tests:quick"), 60, {})
     record = outcome.record
@@ -40,11 +41,13 @@ def test_ok_trial_runs_in_its_own_process_and_returns_its_files(host):
     assert set(outcome.files) >= {"steps.parquet", "trial.log"}
 
 
+@pytest.mark.slow
 def test_each_trial_gets_a_fresh_process(host):
     pids = {host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record.pid for _ in range(3)}
     assert len(pids) == 3
 
 
+@pytest.mark.slow
 def test_a_raising_workload_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:raises"), 60, {}).record
     assert record.status == "failed"
@@ -53,18 +56,21 @@ def test_a_raising_workload_is_a_failed_row(host):
     assert "ValueError: injected failure for the test" in record.log_tail
 
 
+@pytest.mark.slow
 def test_a_missing_workload_function_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:nope"), 60, {}).record
     assert record.status == "failed" and record.error_type == "AttributeError"
     assert "has no 'nope'" in record.error_message
 
 
+@pytest.mark.slow
 def test_a_trial_killed_by_a_signal_is_a_failed_row(host):
     record = host.run(spec_for("tests.workloads_for_tests:kills_itself"), 60, {}).record
     assert record.status == "failed"
     assert record.error_type == "TrialKilled" and "SIGKILL" in record.error_message
 
 
+@pytest.mark.slow
 def test_a_hung_trial_is_ended_with_its_children(host, tmp_path):
     pid_file = tmp_path / "children"
     started = time.monotonic()
@@ -113,6 +119,7 @@ def quiet_sweep(run, total):
 
 
 
+@pytest.mark.slow
 def test_one_node_zygote_serves_several_hosts_at_once(node_zygote):
     """As the Ray workers of one node do: each trial a fresh child of the same zygote, side by side."""
     import threading
@@ -134,6 +141,7 @@ def test_one_node_zygote_serves_several_hosts_at_once(node_zygote):
     assert second["started_at"] < first["ended_at"]            # they overlapped
 
 
+@pytest.mark.slow
 def test_a_host_that_hangs_up_takes_its_trial_down(node_zygote, tmp_path):
     """A Ray worker that dies or is cancelled mid-trial: the zygote kills that trial's group."""
     import json

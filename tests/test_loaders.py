@@ -101,6 +101,7 @@ def test_the_training_step_refuses_what_it_cannot_read():
         spec_for(root.workload).validate(root)
 
 
+@pytest.mark.slow
 def test_a_misspelt_dali_key_is_named_by_hydra(sweeper_cli):
     result = sweeper_cli(["data.loader=dali", "data.dali.num_thread=2", "dry_run=true"])
     assert result.returncode != 0
@@ -121,6 +122,7 @@ runpy.run_module("sweeper", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_dali_without_dali_is_one_line_exit_2_before_any_trial(tmp_path):
     cmd = [sys.executable, "-c", _WITHOUT_DALI, f"results_dir={tmp_path / 'results'}", "data.loader=dali",
            "executor=local", "wandb.enabled=false", "workload.steps=1"]
@@ -132,6 +134,7 @@ def test_dali_without_dali_is_one_line_exit_2_before_any_trial(tmp_path):
     assert not list((tmp_path / "results").glob("*/*/trials/*"))
 
 
+@pytest.mark.slow
 def test_loaders_sweep_runs_both_loaders_with_verdicts(sweeper_cli, tmp_path):
     """The shipped sweep, tiny, in this process (executor=local: Ray would add 30 s here and
     nothing this test checks): both loaders on tokens and on images, each kind a stratum with its
@@ -165,6 +168,7 @@ def test_loaders_sweep_runs_both_loaders_with_verdicts(sweeper_cli, tmp_path):
     assert "| stratum | cell |" in report
 
 
+@pytest.mark.slow
 def test_what_the_zygote_preloads_never_imports_dali():
     """The zygote imports the spec's preload once and forks every trial from it: DALI there
     could start CUDA in a process that forks. DALI is imported inside the trial only."""

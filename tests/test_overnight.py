@@ -58,6 +58,7 @@ def sweeper_cmd(tmp: Path, *args: str):
 
 
 # -- the lock and the budget: two real suites ------------------------------------------
+@pytest.mark.slow
 def test_second_suite_exits_at_once_naming_the_holder_and_the_budget_lists_what_it_skipped(tmp_path):
     # the first suite: sweep "long" has more trials than its budget allows; "never" comes after it
     write_conf(tmp_path, "long", TOY_SLOW.format(name="long", sleep_s=0.25))
@@ -104,6 +105,7 @@ def test_second_suite_exits_at_once_naming_the_holder_and_the_budget_lists_what_
 
 
 # -- adaptive repeats -------------------------------------------------------------------
+@pytest.mark.slow
 def test_adaptive_repeats_stop_a_quiet_cell_early_and_run_a_noisy_one_to_its_maximum(tmp_path):
     write_conf(tmp_path, "toy_adaptive", TOY_SLOW.format(name="toy_adaptive", sleep_s=0.02))
     cmd, env = sweeper_cmd(tmp_path, "+sweep=toy_adaptive", "executor=local", "adaptive.enabled=true",
@@ -182,6 +184,7 @@ def _group_of(pid: int):
         return None
 
 
+@pytest.mark.slow
 def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     from tests.test_reliability import free_port, wait_for_nodes
 
@@ -231,6 +234,7 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     assert "OUTLIER" in done.stdout and "fleet: each device against its peers" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     cmd, env = sweeper_cmd(tmp_path, "+sweep=overnight", "dry_run=true", "data.num_workers=2")
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

@@ -351,6 +351,7 @@ def test_growth_rule(steps, mb, rule, growing):
     assert is_growing(linear_growth(steps, mb), rule) is growing
 
 
+@pytest.mark.slow
 def test_tree_memory_reads_workers_apart_from_the_main_process():
     import psutil
 
@@ -747,6 +748,7 @@ def test_the_trials_cuda_peak_survives_the_per_step_resets(monkeypatch):
     assert memory.cuda_peaks(FakeTorch) == {"allocated_bytes": 17e9, "reserved_bytes": 18e9}
 
 
+@pytest.mark.slow
 def test_descendants_lists_the_same_subtree_as_psutil_without_reading_all_of_proc():
     """The sampler lists the trial's children from /proc/<pid>/task/*/children: the same
     processes as psutil's scan of every /proc/<pid>/stat, grandchildren included."""

@@ -62,6 +62,7 @@ def _counting_device_syncs():
 
 
 # -- CUDA event phases, read back lazily -------------------------------------------------------------
+@pytest.mark.slow
 def test_event_phases_add_no_device_sync_and_are_read_back_late(steps=30):
     """Steps of heavy device work and an h2d copy: no device-wide synchronize in the loop, the
     host runs ahead (work still queued when the loop ends), and the pinned copy's bandwidth by
@@ -122,6 +123,7 @@ def test_an_event_phase_matches_the_synchronised_host_clock(repeats=15):
     assert abs(measured - ref) <= max(0.05 * ref, 50e-6), figure
 
 
+@pytest.mark.slow
 def test_event_phases_and_other_sum_to_the_step(steps=20):
     """Named phases plus other equal the step; phases fit within the stated tolerance."""
     import torch

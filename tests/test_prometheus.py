@@ -72,6 +72,7 @@ def test_a_sweep_folder_serves_its_newest_run(tmp_path):
     assert latest_run(tmp_path / "half-written") is None
 
 
+@pytest.mark.slow
 def test_serves_the_analysis_figures_per_cell_and_the_baseline(scraped):
     families, _ = scraped
     run = SERVED
@@ -114,6 +115,7 @@ def test_a_scrape_analyses_the_folder_again_only_when_it_changed(tmp_path, monke
     assert "sweeper_cell_items_per_second" in [f.name for f in collector.describe()]
 
 
+@pytest.mark.slow
 def test_bad_folder_exits_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "sweeper.exporters.prometheus", str(tmp_path)],
                             capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -134,6 +136,7 @@ def _selector(name, labels):
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (apt-get install prometheus)")
 def test_alert_fires_on_what_the_exporter_serves(scraped, tmp_path):
     families, _ = scraped

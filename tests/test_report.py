@@ -140,6 +140,7 @@ def _saturated_pixels(png: bytes) -> int:
     return int(((rgb.max(axis=2) - rgb.min(axis=2)) > 80).sum())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; CI installs it)")
 def test_chromium_renders_the_report_offline(report, tmp_path):
     html_path = report[1]
@@ -195,6 +196,7 @@ def test_analysis_config_from_root_dict_is_checked():
         analysis_config({"metric": "p99"})
 
 
+@pytest.mark.slow
 def test_report_cli_analyses_the_run_once_and_writes_everything(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(DATA / "sleepy-a", run)
@@ -206,6 +208,7 @@ def test_report_cli_analyses_the_run_once_and_writes_everything(tmp_path):
     assert (run / "cells.parquet").exists() and (run / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_report_cli_bad_input(tmp_path):
     result = subprocess.run([sys.executable, "-m", "sweeper.report", str(tmp_path)], capture_output=True,
                             text=True, timeout=60)

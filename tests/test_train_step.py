@@ -264,6 +264,7 @@ def rank_checks(cache_dir):
     print("RANK CHECKS OK")
 
 
+@pytest.mark.slow
 def test_ranks_read_their_own_shards_and_failures_are_reaped(tmp_path):
     code = f"from tests.test_train_step import rank_checks; rank_checks({str(tmp_path)!r})"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)

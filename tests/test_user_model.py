@@ -379,6 +379,7 @@ def _grid_point(precision, accum, stage, checkpointing, model):
                                                           "checkpointed_blocks")}}), flush=True)
 
 
+@pytest.mark.slow
 def test_user_model_matches_the_preset_through_precision_accumulation_and_zero(usergpt):
     code = f"from tests.test_user_model import grid_checks; grid_checks({str(usergpt)!r})"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -460,6 +461,7 @@ def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator
         assert stored["gradient_clipping"] == 0.0                                        # "auto": no clipping
 
 
+@pytest.mark.slow
 def test_contradictions_in_the_json_are_one_line_each_before_any_trial(sweeper_cli, tmp_path, usergpt):
     path = _seed_json(tmp_path)                       # train_batch_size 512; partitioned activations
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
@@ -474,6 +476,7 @@ def test_contradictions_in_the_json_are_one_line_each_before_any_trial(sweeper_c
     assert not (tmp_path / "results" / "zero").exists() or not list((tmp_path / "results" / "zero").glob("*/trials/*"))
 
 
+@pytest.mark.slow
 def test_fp16_on_deepspeeds_cpu_accelerator_is_one_line_before_any_trial(sweeper_cli, tmp_path, usergpt):
     from workloads.deepspeed_config import cpu_flags, fp16_refused_on_cpu
 

@@ -74,6 +74,7 @@ def _dry_run(cwd, tmp_path, *args):
     return lines[0], trials
 
 
+@pytest.mark.slow
 def test_users_own_conf_beside_their_code_adds_a_sweep_and_a_workload(tmp_path):
     user = _user_folder(tmp_path)
     assert ROOT not in user.parents
@@ -90,6 +91,7 @@ def test_users_own_conf_beside_their_code_adds_a_sweep_and_a_workload(tmp_path):
     assert "of sweep 'dataloader'" in head and len(trials) == 16
 
 
+@pytest.mark.slow
 def test_hydra_searchpath_override_adds_a_folder_of_any_name(tmp_path):
     user = _user_folder(tmp_path)
     shutil.move(user / "conf", user / "configs")     # no ./conf now: nothing added by default
