@@ -148,7 +148,8 @@ def test_the_plan_refuses_a_damaged_user_shard_naming_key_file_and_offset(tmp_pa
 def test_the_plan_refuses_a_damaged_synthetic_set_an_earlier_run_made(tmp_path):
     cache = str(tmp_path / "cache")
     paths = ensure_synthetic_shards(cache, 2, SAMPLES, SEQ, 100, 0)
-    root = _loader_root(cache_dir=cache, num_shards=2, samples_per_shard=SAMPLES, seq_len=SEQ, vocab_size=100)
+    root = _loader_root(cache_dir=cache, num_shards=2, samples_per_shard=SAMPLES, seq_len=SEQ, vocab_size=100,
+                        batch_size=4)
     assert len(plan_trials([([], root)], LAPTOP)) == 1
     _cut(tmp_path / paths[0], 2 * 1024 + 7)
     with pytest.raises(ConfigError, match=rf"^{paths[0]}: is cut inside a header .* at byte 2048.*; remove .* and "
@@ -243,3 +244,16 @@ def test_the_fast_header_parser_reads_what_tarfile_reads(tmp_path, fmt, name):
         parsed += fast is not None
         offset += 512 + (slow.size + 511) // 512 * 512
     assert parsed >= 1 and count_samples(str(path)) == 1
+
+
+def test_shards_smaller_than_one_batch_are_refused_before_any_trial(tmp_path):
+    for i in range(2):
+        _write_shard(tmp_path / f"train-{i}.tar", i, SAMPLES, SEQ, 100, 0)
+    url = str(tmp_path / "train-{0..1}.tar")
+    cache = str(tmp_path / "cache")
+    assert len(plan_trials([([], _loader_root(url=url, cache_dir=cache, batch_size=2 * SAMPLES))], LAPTOP)) == 1
+    with pytest.raises(ConfigError, match=r"^data\.url=.*: the 2 shard\(s\) hold 16 sample\(s\), fewer than one batch "
+                                          r"\(data\.batch_size=17\)"):
+        plan_trials([([], _loader_root(url=url, cache_dir=cache, batch_size=2 * SAMPLES + 1))], LAPTOP)
+    with pytest.raises(ConfigError, match=r"^data\.batch_size: 64 is more than the synthetic shards hold .* = 32\)"):
+        plan_trials([([], _loader_root(cache_dir=cache, num_shards=2, samples_per_shard=16, batch_size=64))], LAPTOP)

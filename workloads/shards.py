@@ -236,7 +236,7 @@ def expand_url(url: str) -> List[str]:
     return paths
 
 
-def check_local_shards(url: str, cache_dir: str) -> str:
+def check_local_shards(url: str, cache_dir: str, batch_size: int = 1) -> str:
     """'' when every shard the pattern names is a readable tar file holding samples, walked
     whole (workloads/shard_check.py; counts cached under cache_dir); else what is wrong, naming
     the file (and the byte offset), in words a user can act on."""
@@ -255,13 +255,15 @@ def check_local_shards(url: str, cache_dir: str) -> str:
     corrupt = [p for p in paths if not tarfile.is_tarfile(p)]
     if corrupt:
         return f"{len(corrupt)} shard(s) are not tar files (first: {corrupt[0]})"
-    return whole_shards_problem(paths, cache_dir, "replace the shard, or leave it out of the pattern")
+    return whole_shards_problem(paths, cache_dir, "replace the shard, or leave it out of the pattern", batch_size)
 
 
-def whole_shards_problem(paths: List[str], cache_dir: str, advice: str) -> str:
-    """'' when each shard reads to its end and holds a sample; else the first problem and `advice`."""
+def whole_shards_problem(paths: List[str], cache_dir: str, advice: str, batch_size: int = 1) -> str:
+    """'' when each shard reads to its end and holds a sample, and together they hold a batch;
+    else the first problem and `advice`."""
     from workloads.shard_check import ShardDamaged, checked_samples
 
+    total = 0
     for path in paths:
         try:
             samples = checked_samples(path, cache_dir)
@@ -269,6 +271,10 @@ def whole_shards_problem(paths: List[str], cache_dir: str, advice: str) -> str:
             return f"{exc}; {advice}"
         if not samples:
             return f"{path}: holds no samples (an empty tar); {advice}"
+        total += samples
+    if total < batch_size:
+        return (f"the {len(paths)} shard(s) hold {total} sample(s), fewer than one batch (data.batch_size="
+                f"{batch_size}); lower data.batch_size or give more shards")
     return ""
 
 

@@ -29,26 +29,35 @@ def halve_loader_batch(cfg) -> Optional[Dict[str, Any]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _shard_problem(url: str, cache_dir: str) -> Optional[str]:
+def _shard_problem(url: str, cache_dir: str, batch_size: int) -> Optional[str]:
     from workloads.shards import check_local_shards
 
-    return check_local_shards(url, cache_dir)
+    return check_local_shards(url, cache_dir, batch_size)
 
 
-def check_shards(cfg) -> None:
-    """Shards that are missing, unreadable, not tar files, cut, garbled or empty fail here, not
-    in a worker: the user's (data.url) and a synthetic set an earlier run made, each walked whole."""
+def check_shards(cfg, batch_size: int = 1) -> None:
+    """Shards that are missing, unreadable, not tar files, cut, garbled, empty or together
+    smaller than one batch fail here, not in a worker: the user's (data.url), and a synthetic
+    set an earlier run made, each walked whole."""
     url = cfg.data.url
     if url and "://" not in url and not url.startswith("pipe:"):
-        problem = _shard_problem(url, cfg.data.cache_dir)
+        problem = _shard_problem(url, cfg.data.cache_dir, batch_size)
         if problem:
             raise ConfigError(f"data.url={url!r}: {problem}")
     elif not url:
+        check_synthetic_size(cfg.data, batch_size)
         from workloads.shards import check_synthetic_shards
 
         problem = check_synthetic_shards(cfg.data)
         if problem:
             raise ConfigError(problem)
+
+
+def check_synthetic_size(data, batch_size: int) -> None:
+    held = data.num_shards * data.samples_per_shard
+    if held < batch_size:
+        raise ConfigError(f"data.batch_size: {batch_size} is more than the synthetic shards hold (data.num_shards x "
+                          f"data.samples_per_shard = {held}); lower it, or raise data.samples_per_shard")
 
 
 DALI_INSTALL = "pip install 'sweeper[dali]' (from a checkout: pip install -e '.[dali]')"
@@ -67,7 +76,7 @@ def check_dali_installed(cfg) -> None:
 
 
 def check_loader(cfg) -> None:
-    check_shards(cfg)
+    check_shards(cfg, cfg.data.batch_size)
     check_dali_installed(cfg)
 
 
