@@ -36,7 +36,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 OK, WORSE, BAD_INPUT = 0, 1, 2
 REPEATS, STEPS = "repeats", "steps (weaker)"
-METRICS = ("throughput", "p50", "p95")
 # Keys that say where a run went or how it is shown, not what it measured.
 NOT_SETTINGS = ("run_id", "results_dir", "resume", "dry_run", "sweep.", "analysis.", "wandb.", "report.", "hydra.")
 
@@ -315,6 +314,8 @@ def _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code) -
 
 
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    from sweeper.schema import METRICS
+
     parser = argparse.ArgumentParser(prog="python -m sweeper.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline", help="baseline run folder (results/<sweep>/<run-id>)")

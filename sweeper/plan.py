@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from sweeper.analysis import strata
+from sweeper.analysis import strata as stratum_rules
 from sweeper.errors import ConfigError
 from sweeper.schema import TRIAL_SECTIONS, TrialConfig, is_measurement, key_role, swept_value, trial_config
 from sweeper.spec import Wants, spec_for
@@ -215,13 +215,13 @@ def default_distance(cell: Trial) -> int:
 
 
 def _value(cell: Trial, key: str) -> Any:
-    if key == strata.WORKLOAD:
+    if key == stratum_rules.WORKLOAD:
         return cell.workload
-    column = strata.resolve(key, list(cell.swept))
+    column = stratum_rules.resolve(key, list(cell.swept))
     return cell.swept[column] if column is not None else swept_value(cell.config, key)
 
 
-def _lookup(cell: Trial) -> strata.Lookup:
+def _lookup(cell: Trial) -> stratum_rules.Lookup:
     return lambda key: _value(cell, key)
 
 
@@ -229,7 +229,7 @@ def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
     """Index of the baseline cell: the one `spec` ("key=value key=value") names (the rule of
     sweeper.analysis.strata), else the grid point nearest the defaults (the first such, in grid order)."""
     if spec:
-        found = strata.first_match([_lookup(c) for c in cells], spec)
+        found = stratum_rules.first_match([_lookup(c) for c in cells], spec)
         if found is None:
             raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of this sweep")
         return found
@@ -238,8 +238,8 @@ def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
 
 def strata_of(cells: Sequence[Trial], compare_within: Sequence[str]) -> List[List[int]]:
     """Cell indices per stratum, in grid order (sweeper.analysis.strata). One stratum without."""
-    keys = strata.strata_keys(compare_within, len({c.workload for c in cells}))
-    return strata.groups([_lookup(c) for c in cells], keys)
+    keys = stratum_rules.strata_keys(compare_within, len({c.workload for c in cells}))
+    return stratum_rules.groups([_lookup(c) for c in cells], keys)
 
 
 def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: Sequence[str] = ()) -> List[int]:
@@ -249,7 +249,7 @@ def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: 
     strata = strata_of(cells, compare_within)
     if len(strata) == 1:
         return [pick_baseline(cells, spec)]
-    wanted = strata.within_stratum(spec, [*compare_within, strata.WORKLOAD])
+    wanted = stratum_rules.within_stratum(spec, [*compare_within, stratum_rules.WORKLOAD])
     out = []
     for members in strata:
         if len(members) < 2:

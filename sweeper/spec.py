@@ -14,7 +14,9 @@ user's, declares in a `WorkloadSpec`:
   starts CUDA: a process that initialised CUDA must not fork);
 - `shrink`: the overrides of its out-of-memory retry (None: cannot shrink);
 - `items_label`, `headline`, `memory`: how the views name its throughput, which of its
-  figures they show, and which peak memory is its own.
+  figures they show, and which peak memory is its own;
+- `pairs`: the comparisons a microbenchmark times side by side in one trial (pinned against
+  pageable copies, ...): the views end with each one's ratio.
 
 Where a spec comes from: `workload.spec=module:NAME` when set and made for this target,
 else `SPEC` in the target's module, else `DEFAULT_SPEC` (a function over the shared
@@ -52,6 +54,17 @@ def _halve_batch(cfg) -> Optional[Dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """Two of a trial's figures compared as a / b: `a` and `b` name each side ("pinned"), the
+    keys are figure keys, `unit` says what the ratio is of ("GB/s", "time per access")."""
+    a: str
+    a_key: str
+    b: str
+    b_key: str
+    unit: str
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     target: Optional[str] = None         # the function it describes; a spec named for another target is passed over
@@ -65,11 +78,13 @@ class WorkloadSpec:
     items_label: str = "items"
     headline: Tuple[Column, ...] = ()
     memory: str = "host_mem_gb"          # or "gpu_mem_gb": the analysis' per-cell peak memory columns
+    pairs: Tuple[Pair, ...] = ()
 
     def describe(self) -> Dict[str, Any]:
         """What the trial record carries for the views (they import no workload)."""
         return {"name": self.name, "items_label": self.items_label,
-                "headline": [list(c) for c in self.headline], "memory": self.memory}
+                "headline": [list(c) for c in self.headline], "memory": self.memory,
+                "pairs": [[p.a, p.a_key, p.b, p.b_key, p.unit] for p in self.pairs]}
 
     def validate(self, cfg, device: Optional[str] = None) -> None:
         """Checks before any trial starts: the typed params section, then the workload's own
@@ -171,4 +186,4 @@ def preload_of(specs: List[WorkloadSpec]) -> List[str]:
     return out
 
 
-__all__ = ["Column", "Wants", "WorkloadSpec", "DEFAULT_SPEC", "NoParams", "spec_for", "typed_params", "preload_of"]
+__all__ = ["Column", "Pair", "Wants", "WorkloadSpec", "DEFAULT_SPEC", "NoParams", "spec_for", "typed_params", "preload_of"]

@@ -242,6 +242,23 @@ def test_cost_objective_picks_the_cheapest_cell_within_the_memory_limit():
     assert "max_memory_gb=16 GB" in text and "analysis.objective=cost" in text and "per million tokens" in text
 
 
+def test_cpu_cost_of_a_known_step_is_2_50_a_million_samples():
+    # 2 CPUs x $0.36 = $0.72 an hour = $0.0002 a second; 80 samples a second: $2.5e-6 a sample
+    cpu = [record(f"c-{i}", "c", summary={"items_per_s": 80.0, "step_mean_s": 0.1, "steps": 5},
+                  resources={"num_cpus": 2, "num_gpus": 0}) for i in (0, 1, 2)]
+    cells = analyse(cpu, cost=CostConfig(cpu_hour_usd=0.36)).cells.set_index("cell_id")
+    assert cells.loc["c", "usd_per_hour"] == pytest.approx(0.72)
+    assert cells.loc["c", "usd_per_m_samples"] == pytest.approx(2.50)
+
+
+def test_overlap_of_known_phase_means_saves_40_percent():
+    # 40 ms waiting for data, then 60 ms of compute, one after the other: perfectly overlapped
+    # the step would take 60 ms of its 100, so overlap could save 40 ms, 40% of the step
+    found = trial_overlap({"step_mean_s": 0.100, "phase_data_wait_mean_s": 0.040, "phase_forward_mean_s": 0.060})
+    assert found["overlap_serial_s"] == pytest.approx(0.100) and found["overlap_ideal_s"] == pytest.approx(0.060)
+    assert found["overlap_saving"] == pytest.approx(0.40)
+
+
 def test_unknown_gpu_model_and_missing_cpu_price_are_notes_not_costs():
     records = priced_run()
     for r in records[:3]:       # the world-size-1 cell ran on a GPU with no price
@@ -311,14 +328,8 @@ def test_a_sweep_of_known_phase_times(tmp_path, sweeper_cli):
     assert set(slow["pitfalls"].split(";")) == {"shards", "data_wait"}
     assert cells.loc[1.0, "pitfalls"] == "shards"
     assert not {"pitfalls", "overlap_saving"} & set(summary.columns)    # the trial rows know no analysis
-    # cost by hand from the record's throughput: the CPUs the trial held (isolation=node: the whole
-    # node's) x $0.36 an hour / 3600 s / samples a second x 1e6, per million samples
-    for data_ms in (40.0, 1.0):
-        cpus, rate = summary.loc[data_ms, "num_cpus"], cells.loc[data_ms, "items_per_s"]
-        assert cpus >= 1
-        assert cells.loc[data_ms, "usd_per_hour"] == pytest.approx(cpus * 0.36)
-        assert cells.loc[data_ms, "usd_per_m_samples"] == pytest.approx(cpus * 0.36 / 3600 / rate * 1e6)
-    # and from the known step: 8 samples every 100 ms = 80 samples/s
+    # cost from the known step (the arithmetic itself: test_cpu_cost_of_a_known_step_is_2_50_a_million_samples):
+    # the CPUs the trial held (isolation=node: the whole node's) x $0.36 an hour, 8 samples every 100 ms
     expected = summary.loc[40.0, "num_cpus"] * 0.36 / 3600 / (8 / 0.100) * 1e6
     assert cells.loc[40.0, "usd_per_m_samples"] == pytest.approx(expected, rel=0.15)
     out = result.stdout

@@ -2,14 +2,16 @@
 (`+sweep=playbook`, CPU sizes) and returns finite figures that relate as they must."""
 import math
 
+import pandas as pd
 import pytest
 import torch
 
+from sweeper.analysis.model import ALONE
 from sweeper.analysis.run import analyze_run, run_analysis_config
 from sweeper.errors import ConfigError
 from sweeper.probe import Probe
 from sweeper.results import read_records
-from sweeper.schema import TrialConfig, WorkloadConfig
+from sweeper.schema import AnalysisConfig, TrialConfig, WorkloadConfig
 from sweeper.spec import typed_params
 from tests.conftest import run_sweeper
 from workloads.playbook import specs
@@ -35,16 +37,19 @@ def figures(records, name):
 
 
 @pytest.mark.slow
-def test_every_microbenchmark_is_a_trial_with_finite_figures(playbook):
+def test_every_microbenchmark_records_each_figure_its_spec_declares(playbook):
+    """The spec names figures (headline columns, the pair it compares); the workload must
+    record each one, finite, or a view shows "-" and the pair line is missing."""
     _, _, records = playbook
     assert sorted(records) == sorted(WORKLOADS)
     for name, record in records.items():
         assert record["status"] == "ok", (name, record.get("error_message"))
-        assert record["summary"]["steps"] > 0 and record["summary"]["items_per_s"] > 0, name
-        numbers = {k: v for k, v in record["figures"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        assert numbers and all(math.isfinite(v) for v in numbers.values()), (name, numbers)
-        for key, *_ in record["workload_spec"]["headline"]:
-            assert record["figures"][key] >= 0, (name, key)
+        spec = record["workload_spec"]
+        assert spec["pairs"], name                         # every microbenchmark compares something
+        declared = [h[0] for h in spec["headline"]] + [k for p in spec["pairs"] for k in (p[1], p[3])]
+        for key in declared:
+            assert isinstance(record["figures"].get(key), (int, float)), (name, key)
+            assert math.isfinite(record["figures"][key]) and record["figures"][key] >= 0, (name, key)
 
 
 @pytest.mark.slow
@@ -54,10 +59,12 @@ def test_copy_on_a_cpu_is_a_host_memcpy_and_says_so(playbook):
     assert copy["copy_kind"] == "host_to_host" and copy["pinned_effective"] is False
     assert any("host memcpy" in w for w in records["h2d_copy"]["warnings"])
     assert copy["size_mb"] == 8.0                                   # auto: the CPU size
-    phase_p50_s = records["h2d_copy"]["summary"]["phase_h2d_p50_s"]   # the copies as the probe timed them
-    assert copy["copy_gbps"] == pytest.approx(copy["size_mb"] / 1e3 / phase_p50_s)
     assert copy["pinned_gbps"] == copy["copy_gbps"] and copy["pageable_gbps"] > 0   # the steps were "pinned"
-    assert copy["pinned_speedup"] == pytest.approx(copy["pinned_gbps"] / copy["pageable_gbps"])
+    # the spec's pair names the figures the workload's own speedup is of: the analysis' ratio,
+    # from the raw figures, is the trial's pinned_speedup (a pair naming the wrong keys is not)
+    _, analysis = analyze_run(playbook[1], run_analysis_config(playbook[1]))
+    pair = next(p for p in analysis.pairs if p.workload == "h2d_copy")
+    assert (pair.a, pair.b) == ("pinned", "pageable") and pair.ratio == pytest.approx(copy["pinned_speedup"])
     assert 0.0 <= copy["overlap_share"] <= 1.0
     assert min(copy["overlap_copy_ms"], copy["overlap_matmul_ms"], copy["overlap_both_ms"]) > 0
 
@@ -97,24 +104,77 @@ def test_loading_weights_shows_in_the_host_peak_both_ways(playbook):
 
 
 @pytest.mark.slow
-def test_a_run_over_several_workloads_is_labelled_by_workload_and_judges_none_against_another(playbook):
-    from sweeper.analysis.cells import ALONE
-    from sweeper.analysis.recommend import recommendation_lines
-
+def test_the_real_playbook_ends_with_each_microbenchmarks_pair(playbook):
     stdout, run, _ = playbook
     _, analysis = analyze_run(run, run_analysis_config(run))
     assert sorted(analysis.cells["cell"]) == sorted(f"workload={w}" for w in WORKLOADS)
-    # each workload is a stratum of its own: alone there, so no baseline, no verdict, no recommendation
-    assert analysis.strata == ["workload"] and analysis.baselines == {}
-    assert sorted(analysis.cells["stratum"]) == sorted(f"workload={w}" for w in WORKLOADS)
-    assert (analysis.verdicts["verdict"] == ALONE).all()
-    assert all(r is None for r in analysis.recommendations.values())
-    assert recommendation_lines(analysis) == [f"{label}: {ALONE}: no other cell to compare it with"
-                                              for label in analysis.stratum_labels()]
-    assert any("holds 5 workloads" in note for note in analysis.notes)
-    assert not any("one repeat per cell" in note for note in analysis.notes)   # nothing to judge, so no advice
-    assert "workload=h2d_copy" in stdout and "GB/s" in stdout
-    assert f"workload=h2d_copy: {ALONE}" in stdout and "no cell finished, or there is no baseline" not in stdout
+    assert analysis.strata_keys == ("workload",) and analysis.baselines == {}
+    story = stdout[stdout.index("each microbenchmark's own comparison"):].splitlines()[1:6]
+    assert [line.split(":")[0].strip() for line in story] == [f"workload={w}" for w in WORKLOADS]
+    assert ALONE not in stdout and "noise floor" not in stdout and "recommend" not in stdout
+
+
+# --------------------------------------------------------------------------- the playbook's story, in process
+
+PAIR_FIGURES = {"h2d_copy": {"pinned_gbps": 12.0, "pageable_gbps": 4.0},                      # 3x
+                "dataset_access": {"access_ms_arrow": 0.5, "access_ms_numpy": 0.005, "access_ms_list": 0.0025},
+                "loader_startup": {"startup_later_fresh_s": 0.6, "startup_later_persistent_s": 0.002},
+                "forward_timing": {"tokens_per_s_largest": 9000.0, "tokens_per_s_smallest": 1500.0},
+                "allocator_warmup": {"load_peak_mb_cold": 600.0, "load_peak_mb_warm": 500.0,
+                                     "step_peak_mb_cold": 900.0, "step_peak_mb_warm": 1200.0}}
+
+
+def playbook_records():
+    """One repeat of each microbenchmark, as `+sweep=playbook` records it, with known figures."""
+    from workloads.playbook import specs as shipped
+
+    out = []
+    for i, spec in enumerate((shipped.H2D_COPY, shipped.DATASET_ACCESS, shipped.LOADER_STARTUP,
+                              shipped.FORWARD_TIMING, shipped.ALLOCATOR_WARMUP)):
+        figures = {**{h[0]: 1.0 for h in spec.headline}, **PAIR_FIGURES[spec.name]}
+        out.append({"trial_id": f"c{i}-0", "cell_id": f"c{i}", "repeat": 0, "is_baseline": i == 0, "status": "ok",
+                    "swept": {}, "overrides": [f"workload={spec.name}"], "workload_spec": spec.describe(),
+                    "resources": {"num_cpus": 1, "num_gpus": 0}, "config": {}, "fingerprint": {},
+                    "summary": {"items_per_s": 100.0 + i, "step_p50_s": 0.01, "step_mean_s": 0.01, "steps": 5},
+                    "figures": figures})
+    return out
+
+
+def test_a_playbook_run_ends_with_one_pair_line_per_microbenchmark_and_judges_nothing():
+    from sweeper import display
+    from sweeper.analysis.run import analyze
+    from sweeper.report import tables
+    from sweeper.results import summary_frame
+
+    records = playbook_records()
+    analysis = analyze(summary_frame(records), pd.DataFrame(), AnalysisConfig(), n_resamples=50, records=records)
+    text = display.verdicts_text(analysis)
+    assert text.splitlines()[-5:] == [
+        "  workload=h2d_copy: pinned vs pageable GB/s: 3.00x",
+        "  workload=dataset_access: arrow vs numpy time per access: 100x; arrow vs list time per access: 200x",
+        "  workload=loader_startup: fresh workers vs persistent workers start-up time of a later epoch: 300x",
+        "  workload=forward_timing: largest shape vs smallest shape tokens/s: 6.00x",
+        "  workload=allocator_warmup: cold vs warm allocator load peak memory: 1.20x; "
+        "cold vs warm allocator first-step peak memory: 0.75x"]
+    # nothing is compared with anything else: no verdict rows, noise floors or recommendations
+    assert ALONE not in text and "noise floor" not in text and "recommend" not in text
+    assert tables.verdicts(analysis)[1] == [] and tables.noise_floor(analysis) == ""
+    assert all(s.alone for s in analysis.strata) and len(analysis.strata) == 5
+
+
+def test_the_playbook_report_ends_with_the_pairs(tmp_path):
+    from sweeper.analysis.model import RunData
+    from sweeper.analysis.run import analyze
+    from sweeper.report import build, markdown, tables
+    from sweeper.results import summary_frame
+
+    records = playbook_records()
+    summary = summary_frame(records)
+    analysis = analyze(summary, pd.DataFrame(), AnalysisConfig(), n_resamples=50, records=records)
+    text = markdown.render(build(tmp_path, RunData(tmp_path, summary, pd.DataFrame(), records), analysis))
+    assert text.rstrip().splitlines()[-7:] == ["## Each microbenchmark's own comparison (a / b)", "",
+                                               *(f"- {line}" for line in tables.pairs(analysis))]
+    assert ALONE not in text and "## Recommendation" not in text and "## Verdicts" not in text
 
 
 @pytest.mark.parametrize("cls, values, key", [

@@ -151,3 +151,17 @@ def test_a_noise_floor_of_two_tied_repeats_is_too_few_not_a_crash():
     assert "1 vs 1): throughput ratio 1.000 -, p 1.000: too few repeats" in tables.noise_floor(a)
     # one value a side with a tie elsewhere: the exact rank-sum permutation p, every arrangement
     assert stats.compare_cells([5.0, 6.0], [5.0]).p_value == pytest.approx(1.0)
+
+
+def test_the_plan_splits_and_picks_baselines_by_the_same_rule():
+    """plan.py asks analysis/strata.py: a stratum per data.kind, each with its own baseline,
+    the configured one's key given by its tail as the analysis accepts it."""
+    from sweeper.plan import ClusterShape, plan_trials
+    from sweeper.schema import DataConfig, TrialConfig
+
+    grid = [([f"data.kind={kind}", f"data.num_workers={n}"], TrialConfig(data=DataConfig(kind=kind, num_workers=n)))
+            for kind in ("tokens", "images") for n in (0, 2)]
+    trials = plan_trials(grid, ClusterShape(node_cpus=[4.0], node_gpus=[0.0]), baseline="num_workers=2",
+                         compare_within=[KIND])
+    assert [(t.swept[KIND], t.swept["data.num_workers"]) for t in trials if t.is_baseline] == \
+        [("tokens", 2), ("images", 2)]

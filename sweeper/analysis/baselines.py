@@ -95,7 +95,7 @@ def strata_note(strata: Sequence[Stratum], keys: Sequence[str], names: Dict[str,
     lone = sum(1 for s in strata if s.alone)
     if lone == len(strata):
         return (f"this run holds {len(strata)} cells that measure different things ({', '.join(workloads)}): "
-                f"none is compared with another, so there are no verdicts, noise floors or recommendations")
+                f"none is judged against another; each workload's own comparison comes last")
     why = (f"this run holds {len(workloads)} workloads ({', '.join(workloads)}), which measure different "
            f"things: each is compared only with cells of its own workload; " if rules.WORKLOAD in keys else "")
     alone = f"; {lone} cell(s) alone in their stratum get no verdict ({ALONE!r})" if lone else ""

@@ -259,13 +259,12 @@ def step_metrics(steps_path: Path, timestamp: int) -> List[Any]:
     import pandas as pd
     from mlflow.entities import Metric
 
+    from sweeper.analysis.repeats import measured_steps
+
     steps = pd.read_parquet(steps_path)
-    measured = ~steps["warmup"].fillna(False).astype(bool) if "warmup" in steps else pd.Series(True, steps.index)
-    if "aborted" in steps:
-        measured &= ~steps["aborted"].fillna(False).astype(bool)
     columns = [c for c in steps.columns if c == "step_s" or c.startswith("phase_")]
     out = []
-    for row in steps.loc[measured, ["step", *columns]].to_dict("records"):
+    for row in measured_steps(steps)[["step", *columns]].to_dict("records"):
         for key in columns:
             if _finite_number(row[key]):
                 out.append(Metric(key, float(row[key]), timestamp, int(row["step"])))

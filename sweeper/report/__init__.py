@@ -47,6 +47,7 @@ class Report:
     scaling: Any = ([], [])                              # tables.scaling_table
     fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
     verdicts_title: str = "Verdicts against the baseline"   # tables.verdicts_title: with strata, each one's
+    pairs: List[str] = field(default_factory=list)       # tables.pairs: each microbenchmark's own comparison, last
 
 
 def build(run: Path, data, analysis) -> Report:
@@ -68,7 +69,7 @@ def build(run: Path, data, analysis) -> Report:
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
                   scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis),
-                  verdicts_title=tables.verdicts_title(analysis))
+                  verdicts_title=tables.verdicts_title(analysis), pairs=tables.pairs(analysis))
 
 
 def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:

@@ -38,15 +38,17 @@ def render(report) -> str:
              f"<title>Sweep report: {escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head><body>",
              f"<h1>Sweep report: {escape(report.title)}</h1>", "<ul>"]
     parts += [f"<li>{escape(fact)}</li>" for fact in report.facts] + ["</ul>"]
-    parts += [f"<h2>{escape(report.verdicts_title)}</h2>"] + table(report.verdicts, verdict_columns)
-    parts += [f"<p>{escape(line)}</p>" for line in report.noise_floor.split("\n")]
+    if report.verdicts[1]:     # none when every cell is alone in its stratum (a run of microbenchmarks)
+        parts += [f"<h2>{escape(report.verdicts_title)}</h2>"] + table(report.verdicts, verdict_columns)
+        parts += [f"<p>{escape(line)}</p>" for line in report.noise_floor.split("\n")]
     if report.fleet and report.fleet[1]:
         from sweeper.report.markdown import FLEET_TEXT
 
         parts += ["<h2>Fleet: each device against its peers</h2>", f"<p>{escape(FLEET_TEXT)}</p>"]
         parts += table(report.fleet, [report.fleet[0].index("outlier")])
-    parts += ["<h2>Recommendation</h2>", "<ul>"]
-    parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
+    if report.recommendation:
+        parts += ["<h2>Recommendation</h2>", "<ul>"]
+        parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in report.notes] + ["</ul>"]
     if report.pitfalls:
@@ -70,4 +72,7 @@ def render(report) -> str:
     parts += table(report.statistics)
     if report.failures[1]:
         parts += ["<h2>Trials that did not finish</h2>"] + table(report.failures)
+    if report.pairs:
+        parts += ["<h2>Each microbenchmark's own comparison (a / b)</h2>", "<ul>"]
+        parts += [f"<li>{escape(line)}</li>" for line in report.pairs] + ["</ul>"]
     return "\n".join(parts + ["</body></html>", ""])

@@ -21,10 +21,12 @@ def render(report) -> str:
     lines += [f"- {fact}" for fact in report.facts] + [""]
     floor = report.noise_floor.split("\n")       # one line per stratum: a list, else the one paragraph
     floor = floor if len(floor) == 1 else [f"- {line}" for line in floor]
-    lines += [f"## {report.verdicts_title}", ""] + table(report.verdicts) + ["", *floor, ""]
+    if report.verdicts[1]:     # none when every cell is alone in its stratum (a run of microbenchmarks)
+        lines += [f"## {report.verdicts_title}", ""] + table(report.verdicts) + ["", *floor, ""]
     if report.fleet and report.fleet[1]:
         lines += ["## Fleet: each device against its peers", "", FLEET_TEXT, ""] + table(report.fleet) + [""]
-    lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
+    if report.recommendation:
+        lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
     if report.pitfalls:
@@ -45,4 +47,6 @@ def render(report) -> str:
     lines.append("")
     if report.failures[1]:
         lines += ["## Trials that did not finish", ""] + table(report.failures) + [""]
+    if report.pairs:
+        lines += ["## Each microbenchmark's own comparison (a / b)", ""] + [f"- {line}" for line in report.pairs] + [""]
     return "\n".join(lines)

@@ -4,7 +4,8 @@ workloads/model.py's GPT or a user's model (`workload.params.model=package.modul
 Each step is one forward pass (no gradients) at (batch, seq_len), timed by the probe
 (CUDA events on a GPU). With `shapes`, every [batch, seq_len] is timed too (median of 5
 after 2 warm-ups). Figures: forward_ms (the steps' median), tokens_per_s, and per shape
-forward_ms_b<B>_t<T> and tokens_per_s_b<B>_t<T>. On a GPU the default is GPT-2 124M in bf16.
+forward_ms_b<B>_t<T> and tokens_per_s_b<B>_t<T>, and tokens_per_s_largest / _smallest (by
+tokens; the spec's pair). On a GPU the default is GPT-2 124M in bf16.
 """
 from __future__ import annotations
 
@@ -50,7 +51,16 @@ def run(cfg, probe) -> Dict[str, Any]:
                                "batch": batch, "seq_len": seq_len}
         for b, t in shapes:
             out.update(shape_figures(model, tokens(b, t, vocab, device), device))
-    return out
+    return {**out, **extremes(shapes, out)}
+
+
+def extremes(shapes: List[List[int]], figures: Dict[str, Any]) -> Dict[str, float]:
+    """tokens/s of the largest and the smallest shape (by tokens): the pair the views compare."""
+    if not shapes:
+        return {}
+    by_size = sorted(shapes, key=lambda s: s[0] * s[1])
+    return {f"tokens_per_s_{end}": figures[f"tokens_per_s_b{b}_t{t}"]
+            for end, (b, t) in (("smallest", by_size[0]), ("largest", by_size[-1]))}
 
 
 def shape_figures(model: torch.nn.Module, x: torch.Tensor, device: torch.device) -> Dict[str, float]:

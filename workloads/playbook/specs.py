@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.schema import TRAIN_PRESETS
-from sweeper.spec import Wants, WorkloadSpec
+from sweeper.spec import Pair, Wants, WorkloadSpec
 
 AUTO = "auto"
 # Model shapes besides the training presets: "small" is big enough (4.2M parameters, 17 MB
@@ -172,23 +172,33 @@ H2D_COPY = WorkloadSpec(
     name="h2d_copy", target="workloads.playbook.h2d_copy:run", params=CopyParams, resources=_one_gpu,
     preload=_PRELOAD, items_label="MB",
     headline=(("copy_gbps", "GB/s", 1.0, 1), ("pinned_speedup", "pinned x", 1.0, 1),
-              ("overlap_share", "overlap %", 100.0, 0)))
+              ("overlap_share", "overlap %", 100.0, 0)),
+    pairs=(Pair("pinned", "pinned_gbps", "pageable", "pageable_gbps", "GB/s"),))
 DATASET_ACCESS = WorkloadSpec(
     name="dataset_access", target="workloads.playbook.dataset_access:run", params=AccessParams,
     resources=_host_only, preload=_PRELOAD + ("pyarrow",), items_label="accesses",
     headline=(("access_ms_arrow", "arrow ms", 1.0, 5), ("access_ms_numpy", "numpy ms", 1.0, 5),
-              ("access_ms_list", "list ms", 1.0, 5)))
+              ("access_ms_list", "list ms", 1.0, 5)),
+    pairs=(Pair("arrow", "access_ms_arrow", "numpy", "access_ms_numpy", "time per access"),
+           Pair("arrow", "access_ms_arrow", "list", "access_ms_list", "time per access")))
 LOADER_STARTUP = WorkloadSpec(
     name="loader_startup", target="workloads.playbook.loader_startup:run", params=StartupParams,
     resources=_loader_wants, preload=_PRELOAD, items_label="batches",
     headline=(("startup_first_s", "first start s", 1.0, 3), ("startup_later_s", "later start s", 1.0, 3),
-              ("worker_start_s", "workers s", 1.0, 3)))
+              ("worker_start_s", "workers s", 1.0, 3)),
+    pairs=(Pair("fresh workers", "startup_later_fresh_s", "persistent workers", "startup_later_persistent_s",
+                "start-up time of a later epoch"),))
 FORWARD_TIMING = WorkloadSpec(
     name="forward_timing", target="workloads.playbook.forward_timing:run", params=ForwardParams,
     resources=_one_gpu, preload=_PRELOAD, items_label="tokens",
-    headline=(("forward_ms", "forward ms", 1.0, 2), ("tokens_per_s", "tokens/s", 1.0, 0)), memory="")   # "": GPU memory when the trial had one, else host
+    headline=(("forward_ms", "forward ms", 1.0, 2), ("tokens_per_s", "tokens/s", 1.0, 0)),
+    memory="",    # "": GPU memory when the trial had one, else host
+    pairs=(Pair("largest shape", "tokens_per_s_largest", "smallest shape", "tokens_per_s_smallest", "tokens/s"),))
 ALLOCATOR_WARMUP = WorkloadSpec(
     name="allocator_warmup", target="workloads.playbook.allocator_warmup:run", params=AllocatorParams,
     resources=_one_gpu, preload=_PRELOAD, items_label="tokens",
     headline=(("load_peak_mb", "load peak MB", 1.0, 0), ("load_peak_mb_cold", "cold", 1.0, 0),
-              ("load_peak_mb_warm", "warm", 1.0, 0), ("step_peak_mb", "step peak MB", 1.0, 0)), memory="")   # "": GPU memory when the trial had one, else host
+              ("load_peak_mb_warm", "warm", 1.0, 0), ("step_peak_mb", "step peak MB", 1.0, 0)),
+    memory="",    # "": GPU memory when the trial had one, else host
+    pairs=(Pair("cold", "load_peak_mb_cold", "warm allocator", "load_peak_mb_warm", "load peak memory"),
+           Pair("cold", "step_peak_mb_cold", "warm allocator", "step_peak_mb_warm", "first-step peak memory")))
