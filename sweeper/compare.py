@@ -22,7 +22,10 @@ step times (p50, p95) above baseline x max-ratio; throughput below baseline / ma
 
 A cell that finished in the baseline but not in the candidate is worse too.
 Exit: 0 nothing worse, 1 a cell is worse, 2 bad input (one line on stderr).
-Machines that differ (fingerprint) are flagged, not refused.
+
+Runs whose trials ran on different machines (sweeper.fingerprint: GPU, driver, CUDA, torch,
+CPU, ...) are refused, naming the fields that differ, as pyperf refuses them: a comparison
+across machines compares the machines too. --mix-machines compares them anyway, with a warning.
 """
 from __future__ import annotations
 
@@ -34,10 +37,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from sweeper.schema import METRICS
+
 OK, WORSE, BAD_INPUT = 0, 1, 2
 REPEATS, STEPS = "repeats", "steps (weaker)"
-# Keys that say where a run went or how it is shown, not what it measured.
-NOT_SETTINGS = ("run_id", "results_dir", "resume", "dry_run", "sweep.", "analysis.", "wandb.", "report.", "hydra.")
 
 
 class InputError(Exception):
@@ -111,20 +114,11 @@ def match_cells(base: Run, cand: Run) -> List[tuple]:
 # --------------------------------------------------------------------------- settings
 
 
-def flatten(values: Any, prefix: str = "") -> Dict[str, Any]:
-    """{"data": {"seq_len": 1024}} -> {"data.seq_len": 1024}."""
-    if not isinstance(values, dict):
-        return {prefix.rstrip("."): values} if prefix else {}
-    out: Dict[str, Any] = {}
-    for key, value in values.items():
-        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else
-                   {f"{prefix}{key}": value})
-    return out
-
-
 def cell_config(run: Run, cell_id: str) -> Optional[Dict[str, Any]]:
     """One stored trial config of the cell (a finished trial's when there is one), flattened."""
     import yaml
+
+    from sweeper.results import flatten
 
     summary = run.data.summary
     trials = summary[summary["cell_id"] == cell_id].sort_values("status", key=lambda s: s != "ok")
@@ -136,12 +130,14 @@ def cell_config(run: Run, cell_id: str) -> Optional[Dict[str, Any]]:
 
 
 def settings_differ(base: Optional[Dict[str, Any]], cand: Optional[Dict[str, Any]]) -> Dict[str, List[Any]]:
-    """{dotted key: [baseline value, candidate value]} of the settings that differ; a key
-    one side lacks reads "(absent)". Where the run went and how it is shown are left out."""
+    """{dotted key: [baseline value, candidate value]} of the measurement settings that differ
+    (sweeper.schema.roles: where and how a trial ran is left out); a key one side lacks reads "(absent)"."""
+    from sweeper.schema.roles import measurement_keys
+
     if base is None or cand is None:
         return {}
     absent = "(absent)"
-    keys = [k for k in sorted(set(base) | set(cand)) if not k.startswith(NOT_SETTINGS)]
+    keys = measurement_keys(sorted(set(base) | set(cand)))
     return {k: [base.get(k, absent), cand.get(k, absent)] for k in keys
             if (k in base) != (k in cand) or base.get(k) != cand.get(k)}
 
@@ -237,6 +233,15 @@ def _first_fingerprint(run: Run) -> Dict[str, Any]:
     return next((r["fingerprint"] for r in run.data.records if r.get("status") == "ok" and r.get("fingerprint")), {})
 
 
+def machines_differ(base: Run, cand: Run) -> str:
+    """"" when every finished trial of both runs ran on one kind of machine; else one line
+    naming the first that did not (as RUN/TRIAL) and the fields that differ."""
+    from sweeper.fingerprint import mismatch_line
+
+    return mismatch_line([{**r, "trial_id": f"{run.path.name}/{r['trial_id']}"}
+                          for run in (base, cand) for r in run.data.records])
+
+
 def _unit(metric: str, run: Run) -> Tuple[str, float, Optional[int]]:
     """(header unit, scale, digits) of a figure: ms for step times, items/s for throughput."""
     if metric == "throughput":
@@ -261,10 +266,13 @@ def table(results: Sequence[CellResult], metric: str, max_ratio: float, unit: Tu
 
 
 def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: float,
-        json_path: Optional[str]) -> int:
+        json_path: Optional[str], mix_machines: bool = False) -> int:
     from sweeper.fingerprint import differences
 
     base, cand = load(baseline, metric), load(candidate, metric)
+    mixed = machines_differ(base, cand)
+    if mixed and not mix_machines:
+        raise InputError(f"the runs ran on different machines: {mixed}; --mix-machines compares them anyway")
     pairs = match_cells(base, cand)
     if not pairs:
         raise InputError("the two runs have no cell in common (neither cell_id nor swept values match)")
@@ -274,8 +282,8 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
     for result in results:
         if result.settings_differ:
             print(differ_line(result))
-    for key, (a, b) in diffs.items():
-        print(f"warning: the machines differ: {key}: {a} -> {b}")
+    if mixed:
+        print(f"warning: the machines differ (--mix-machines): {mixed}")
     _print_unmatched(base, cand, pairs)
     worse = [r for r in results if r.worse]
     code = WORSE if worse else OK
@@ -327,6 +335,8 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "throughput (default 1.15)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level, after Holm (default 0.05)")
     parser.add_argument("--json", dest="json_path", help="also write the results as JSON here")
+    parser.add_argument("--mix-machines", action="store_true",
+                        help="compare runs whose trials ran on different machines (refused otherwise)")
     return parser.parse_args(argv)
 
 
@@ -338,7 +348,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if not args.max_ratio > 0 or not 0 < args.alpha < 1:
             raise InputError("--max-ratio must be positive and --alpha between 0 and 1")
-        return run(args.baseline, args.candidate, args.metric, args.max_ratio, args.alpha, args.json_path)
+        return run(args.baseline, args.candidate, args.metric, args.max_ratio, args.alpha, args.json_path,
+                   args.mix_machines)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT

@@ -1,7 +1,8 @@
 """The machine a trial ran on, recorded with its results so unlike runs are not compared.
 
-`fingerprint()` runs in the trial process (torch imported there); `differences`
-and `mismatches` are pure and compare recorded fingerprints on the analysis side.
+`fingerprint()` runs in the trial process (torch imported there); `differences`,
+`mismatches` and `mismatch_line` are pure and compare recorded fingerprints on the
+analysis side (compare and the history refuse runs from mismatched machines).
 """
 from __future__ import annotations
 
@@ -177,3 +178,11 @@ def mismatches(records: Sequence[Dict[str, Any]]) -> List[str]:
             lines.append(f"trial {record.get('trial_id')} ran on a different setup from trial "
                          f"{ref.get('trial_id')}: {what}")
     return lines
+
+
+def mismatch_line(records: Sequence[Dict[str, Any]]) -> str:
+    """"" when the finished trials among `records` ran on one kind of machine; else one line:
+    the first that did not, the fields that differ, and how many more. compare and the history
+    refuse such runs unless told to mix machines."""
+    found = mismatches([r for r in records if r.get("status") == "ok"])
+    return "" if not found else found[0] + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")

@@ -147,15 +147,32 @@ def test_throughput_gate(tmp_path, capsys):
     assert _gate(DATA / "sleepy-a", mild, "--metric", "throughput", "--max-ratio", "1.15") == 0
 
 
-def test_machine_difference_is_flagged(tmp_path, capsys):
+def test_runs_from_different_machines_are_refused_unless_mixed(tmp_path, capsys):
     cand = tmp_path / "cand"
     shutil.copytree(DATA / "sleepy-b", cand)
     for path in (cand / "trials").glob("*/trial.json"):
         record = json.loads(path.read_text())
         record["fingerprint"]["torch"] = "9.9.9"
         path.write_text(json.dumps(record))
-    assert _gate(DATA / "sleepy-a", cand, "--metric", "p50") == 0
-    assert "warning: the machines differ: torch:" in capsys.readouterr().out
+    assert _gate(DATA / "sleepy-a", cand, "--metric", "p50") == 2          # as pyperf refuses them
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    torch = json.loads(next((DATA / "sleepy-a" / "trials").glob("*/trial.json")).read_text())["fingerprint"]["torch"]
+    assert f"ran on a different setup from trial sleepy-a/" in captured.err
+    assert f"torch {torch!r} vs '9.9.9'" in captured.err and "--mix-machines" in captured.err
+    assert _gate(DATA / "sleepy-a", cand, "--metric", "p50", "--mix-machines") == 0
+    assert f"warning: the machines differ (--mix-machines): trial cand/" in capsys.readouterr().out
+
+
+def test_one_run_whose_trials_ran_on_two_machines_is_refused_too(tmp_path, capsys):
+    cand = tmp_path / "cand"
+    shutil.copytree(DATA / "sleepy-b", cand)
+    path = sorted((cand / "trials").glob("*/trial.json"))[-1]
+    record = json.loads(path.read_text())
+    record["fingerprint"]["gpu_name"] = "NVIDIA H200"
+    path.write_text(json.dumps(record))
+    assert _gate(DATA / "sleepy-a", cand, "--metric", "p50") == 2
+    assert f"trial cand/{record['trial_id']} ran on a different setup" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [

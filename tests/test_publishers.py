@@ -85,3 +85,18 @@ def test_the_end_of_a_sweep_analyses_the_records_it_is_given_not_the_folder(anal
         (copy / "trials" / record["trial_id"] / "trial.json").unlink()
     text = publishers.end_of_sweep(copy, records, {**QUIET, "history": {"enabled": False}}, AnalysisConfig())
     assert "recommended: batch_size=16" in text and (copy / "cells.parquet").exists()
+
+
+def test_the_history_refuses_a_run_from_mismatched_machines_unless_told_to_mix(analysed, tmp_path):
+    run, data, analysis = analysed
+    records = [dict(r) for r in data.records]
+    records[-1] = {**records[-1], "fingerprint": {**records[-1]["fingerprint"], "gpu_name": "NVIDIA H200"}}
+    mixed = type(data)(data.path, data.summary, data.steps, records)
+    root = {"history": {"dir": str(tmp_path / "store")}}
+    refused = history.record_run(run, mixed, analysis, root)
+    assert refused.line.startswith(f"history: not appended to {tmp_path / 'store'}: its trials ran on different "
+                                   f"machines: trial {records[-1]['trial_id']} ran on a different setup")
+    assert "gpu_name None vs 'NVIDIA H200'" in refused.line and "history.mix_machines=true" in refused.line
+    assert not (tmp_path / "store").exists()
+    appended = history.record_run(run, mixed, analysis, {"history": {**root["history"], "mix_machines": True}})
+    assert appended.line == f"history: appended to {tmp_path / 'store'}" and len(history.read(tmp_path / "store")) == 2

@@ -91,10 +91,9 @@ def within(analysis: Analysis, stratum: Stratum) -> Analysis:
 
 def run_cost_config(run: Path) -> CostConfig:
     """The `cost:` section that the run was launched with (multirun.yaml), or no prices."""
-    import yaml
+    from sweeper.results import launch_config
 
-    path = Path(run) / "multirun.yaml"
-    values = (yaml.safe_load(path.read_text()) or {}).get("cost") if path.exists() else None
+    values = launch_config(run).get("cost")
     cfg = CostConfig(**{k: v for k, v in (values or {}).items() if k in ("gpu_hour_usd", "cpu_hour_usd")})
     cfg.gpu_hour_usd = dict(cfg.gpu_hour_usd or {})
     cfg.check()
@@ -114,13 +113,9 @@ def analysis_config(values: Optional[Dict[str, Any]]) -> AnalysisConfig:
 
 def run_analysis_config(run: Path) -> AnalysisConfig:
     """The `analysis:` section that the run was launched with (multirun.yaml), or defaults."""
-    import yaml
+    from sweeper.results import launch_config
 
-    path = Path(run) / "multirun.yaml"
-    if not path.exists():
-        return AnalysisConfig()
-    values = yaml.safe_load(path.read_text()) or {}
-    return analysis_config(values.get("analysis"))
+    return analysis_config(launch_config(run).get("analysis"))
 
 
 def _verdict_columns() -> List[str]:

@@ -77,29 +77,20 @@ def machine_of(records: Iterable[Dict[str, Any]]) -> Dict[str, str]:
     return fields
 
 
-def flat_settings(values: Dict[str, Any], prefix: str = "") -> Dict[str, str]:
+def flat_settings(values: Dict[str, Any]) -> Dict[str, str]:
     """{dotted key: value as text} of a resolved config, without Hydra's own section."""
-    out: Dict[str, str] = {}
-    for key, value in values.items():
-        if key == "hydra" and not prefix:
-            continue
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flat_settings(value, dotted + "."))
-        elif dotted not in NOT_SETTINGS:
-            out[dotted] = json.dumps(value, default=str) if isinstance(value, (list, tuple)) else str(value)
-    return out
+    from sweeper.results import flatten
+
+    return {k: json.dumps(v, default=str) if isinstance(v, (list, tuple)) else str(v)
+            for k, v in flatten({k: v for k, v in values.items() if k != "hydra"}).items()
+            if v != {} and k not in NOT_SETTINGS}
 
 
 def run_settings(run: Path) -> Dict[str, str]:
     """The settings the run was launched with (its multirun.yaml), flat."""
-    import yaml
+    from sweeper.results import launch_config
 
-    path = Path(run) / "multirun.yaml"
-    if not path.exists():
-        return {}
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)       # libyaml: 10x faster on Hydra's long file
-    return flat_settings(yaml.load(path.read_text(), Loader=loader) or {})
+    return flat_settings(launch_config(run))
 
 
 def _started(records: List[Dict[str, Any]]) -> float:

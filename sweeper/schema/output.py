@@ -129,6 +129,7 @@ class HistoryConfig:
                                          # or its p95 step time rises above the last good night x this
     step_threshold: float = 0.05         # asv step_detect: the smallest relative step it reports
     window: int = 60                     # the latest nights of each cell that the detection reads
+    mix_machines: bool = False           # true: append a run whose trials ran on different machines
 
     def check(self) -> None:
         _require(self.alert_ratio > 1, "history.alert_ratio", f"must be above 1 (e.g. 1.15), got {self.alert_ratio}")
