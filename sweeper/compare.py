@@ -37,8 +37,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from sweeper.schema import METRICS
-
 OK, WORSE, BAD_INPUT = 0, 1, 2
 REPEATS, STEPS = "repeats", "steps (weaker)"
 
