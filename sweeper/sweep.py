@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sweeper import display, exitcodes
-from sweeper.executors import Executor, TrialLost
+from sweeper.executors.base import Executor, TrialLost
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.plan import ClusterShape, Trial, next_repeat, shrunk, spread_over_fleet, wants_another_repeat
 from sweeper.progress import Progress

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence
 
-from sweeper.executors import Executor, TrialLost
+from sweeper.executors.base import Executor, TrialLost
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.record import TrialRecord

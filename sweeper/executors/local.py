@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
-from sweeper.executors import Executor
+from sweeper.executors.base import Executor
 from sweeper.isolation import Outcome, collect, scratch_root
 from sweeper.plan import ClusterShape, Trial
 

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-from sweeper.executors import Executor, TrialLost
+from sweeper.executors.base import Executor, TrialLost
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 

@@ -1,0 +1,48 @@
+"""The interface every executor gives the driver (sweeper/executors/__init__.py lists them)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from sweeper.isolation import Outcome
+from sweeper.plan import ClusterShape, Trial
+
+
+class TrialLost(Exception):
+    """The executor lost a trial (its worker or node died): still a row, maybe retried."""
+
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+
+
+class Executor:
+    """Submit trials, wait for some to end, take their outcomes, cancel the rest."""
+
+    # Called before each trial that runs inside the driver's process (local), so that what
+    # starts while it runs is the trial's: the driver lets its background work finish first.
+    before_trial: Optional[Callable[[], None]] = None
+
+    def start(self) -> ClusterShape:
+        raise NotImplementedError
+
+    def describe(self, shape: ClusterShape) -> str:
+        return (f"{len(shape.node_cpus)} node(s), {sum(shape.node_cpus):g} CPUs, "
+                f"{sum(shape.node_gpus):g} GPUs")
+
+    def submit(self, trial: Trial, spec: Dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def wait(self, handles: Sequence[Any], timeout_s: float, all_ready: bool = False) -> List[Any]:
+        """Handles that have ended: at least one unless the timeout passed; with `all_ready`,
+        every one that has ended by then, starting nothing new."""
+        raise NotImplementedError
+
+    def outcome(self, handle: Any) -> Outcome:
+        """The ended trial's outcome; raises TrialLost when the executor lost it."""
+        raise NotImplementedError
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
