@@ -13,7 +13,7 @@
    trial run's id and URL) and prints the report's URL.
 
 Exit codes: 0 published; 2 bad input (not a run folder, no wandb_report.json,
-wandb-workspaces not installed); 3 not published: no key, W&B unreachable, or the sync or
+wandb-workspaces missing from the install); 3 not published: no key, W&B unreachable, or the sync or
 the save failed (the line says which; the run folder's files are as they were, except the
 `.synced` markers `wandb sync` leaves beside runs it uploaded).
 """
@@ -140,7 +140,7 @@ def publish(run: Path) -> str:
     try:
         from wandb_workspaces.reports.v2 import interface
     except ImportError:
-        print("error: wandb-workspaces is not installed (pip install 'sweeper[report]')", file=sys.stderr)
+        print("error: wandb-workspaces is not installed (pip install wandb-workspaces)", file=sys.stderr)
         raise SystemExit(USAGE)
     if not api_key():
         raise NotPublished("no W&B API key (set WANDB_API_KEY or run `wandb login`)")

@@ -100,3 +100,17 @@ def test_the_history_refuses_a_run_from_mismatched_machines_unless_told_to_mix(a
     assert not (tmp_path / "store").exists()
     appended = history.record_run(run, mixed, analysis, {"history": {**root["history"], "mix_machines": True}})
     assert appended.line == f"history: appended to {tmp_path / 'store'}" and len(history.read(tmp_path / "store")) == 2
+
+
+def test_a_missing_wandb_workspaces_is_one_plain_line_on_stderr(analysed, tmp_path, monkeypatch, capsys):
+    import sys
+
+    from sweeper.publishers import wandb_report
+
+    run, data, analysis = analysed
+    monkeypatch.setitem(sys.modules, "wandb_workspaces.reports.v2", None)      # import -> ImportError
+    root = {"wandb": {"enabled": True, "mode": "offline", "entity": "e", "project": "p"}}
+    assert wandb_report.on_sweep_end(publishers.SweepEnd(tmp_path, data, analysis, root)) is None
+    assert capsys.readouterr().err == ("note: wandb-workspaces is not installed: no W&B report spec "
+                                       "(pip install wandb-workspaces)\n")
+    assert not (tmp_path / wandb_report.SPEC_FILE).exists()
