@@ -29,12 +29,14 @@ def _num(value: Any, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _swept_text(swept: Dict[str, Any]) -> str:
-    """key=value per axis, keys as short as the tables make them and as long as they must be
-    to stay apart (wandb.enabled and report.enabled, not enabled twice)."""
+    """key=value per measurement setting (sweeper.schema.roles: not where the run went or how
+    it ran), keys as short as the tables make them and as long as they must be to stay apart."""
     from sweeper.analysis.text import short_keys
+    from sweeper.schema import measurement_keys
 
-    names = short_keys(swept)
-    return " ".join(f"{names[k]}={v}" for k, v in swept.items())
+    keys = measurement_keys(swept)
+    names = short_keys(keys)
+    return " ".join(f"{names[k]}={swept[k]}" for k in keys)
 
 
 def progress_line(done: int, total: int, record: Dict[str, Any], wall_s: float) -> str:

@@ -84,17 +84,44 @@ def test_short_keys_stay_unique(keys, expected):
 
 def test_column_headers_and_labels_keep_what_tells_settings_apart(tmp_path):
     run = tmp_path / "r"
-    cells = [(f"c{i}", {"wandb.enabled": w, "report.enabled": r, "data.num_workers": 0}, steady(0.01 * (1 + i)))
-             for i, (w, r) in enumerate([(False, False), (True, False), (False, True)])]
+    cells = [(f"c{i}", {"workload.params.size": w, "data.image.size": r, "data.num_workers": 0}, steady(0.01 * (1 + i)))
+             for i, (w, r) in enumerate([(1, 1), (2, 1), (1, 2)])]
     write_run(run, cells, repeats=2)
     data, analysis = analyze_run(run, AnalysisConfig(), n_resamples=50)
     header = results_table(data, analysis).splitlines()[0].split()
-    assert header[:3] == ["wandb.enabled", "report.enabled", "num_workers"]
+    assert header[:3] == ["params.size", "image.size", "num_workers"]
     labels = set(analysis.cells["cell"])
-    assert "wandb.enabled=True report.enabled=False num_workers=0" in labels
+    assert "params.size=2 image.size=1 num_workers=0" in labels
     assert cell_label({"data.num_workers": 2}) == "num_workers=2"
     verdicts = tables.verdicts(analysis)[1]
     assert {row[0] for row in verdicts} == labels                             # the report's tables say the same
+
+
+ONE_CELL = ["history.enabled=false", "report.enabled=false", "sweep.name=one", "wandb.enabled=false",
+            "data.num_workers=2"]
+
+
+def test_a_one_cell_run_names_only_measurement_settings(tmp_path):
+    """Where the results go and what the run is called are no settings of the cell: the trial
+    line, the final table and the verdicts name data.num_workers only (sweeper.schema.roles)."""
+    from sweeper.plan import ClusterShape, plan_trials
+    from sweeper.schema import DataConfig, TrialConfig
+
+    trial = plan_trials([(ONE_CELL, TrialConfig(data=DataConfig(num_workers=2)))],
+                        ClusterShape(node_cpus=[4.0], node_gpus=[0.0]))[0]
+    # a record as the plan writes it, and one written before the plan knew the roles
+    for swept in (trial.swept, {"history.enabled": False, "report.enabled": False, "sweep.name": "one",
+                                "wandb.enabled": False, "data.num_workers": 2}):
+        record = {"trial_id": "ccc-0", "status": "ok", "swept": swept, "summary": {"items_per_s": 10.0}}
+        assert "  num_workers=2  10 items/s" in progress_line(1, 1, record, 1.0)
+        assert "enabled" not in progress_line(1, 1, record, 1.0) and "name=" not in progress_line(1, 1, record, 1.0)
+    run = tmp_path / "one"
+    write_run(run, [("c0", {"history.enabled": False, "sweep.name": "one", "wandb.enabled": False,
+                            "data.num_workers": 2}, steady(0.01))], repeats=3)
+    data, analysis = analyze_run(run, AnalysisConfig(), n_resamples=50)
+    assert analysis.axes == ("data.num_workers",) and list(analysis.cells["cell"]) == ["num_workers=2"]
+    assert results_table(data, analysis).splitlines()[0].split()[0] == "num_workers"
+    assert tables.verdicts(analysis)[1][0][0] == "num_workers=2"
 
 
 def test_progress_line():
@@ -105,5 +132,5 @@ def test_progress_line():
         "[ 3/12] ok      ccc-0  num_workers=2  10,000 samples/s  p50 3.00 ms  (4.2 s)"
     del record["workload_spec"]                                  # a record of version 1 names no items
     assert "10,000 items/s" in progress_line(3, 12, record, 4.25)
-    record["swept"] = {"wandb.enabled": False, "report.enabled": False}
-    assert "  wandb.enabled=False report.enabled=False  " in progress_line(3, 12, record, 4.25)
+    record["swept"] = {"data.image.size": 64, "workload.params.size": 8}      # two settings ending in "size"
+    assert "  image.size=64 params.size=8  " in progress_line(3, 12, record, 4.25)

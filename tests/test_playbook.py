@@ -110,7 +110,8 @@ def test_the_real_playbook_ends_with_each_microbenchmarks_pair(playbook):
     assert sorted(analysis.cells["cell"]) == sorted(f"workload={w}" for w in WORKLOADS)
     assert analysis.strata_keys == ("workload",) and analysis.baselines == {}
     story = stdout[stdout.index("each microbenchmark's own comparison"):].splitlines()[1:6]
-    assert [line.split(":")[0].strip() for line in story] == [f"workload={w}" for w in WORKLOADS]
+    assert sorted(line.split(":")[0].strip() for line in story) == sorted(f"workload={w}" for w in WORKLOADS)
+    assert all(" vs " in line and line.endswith("x") for line in story), story
     assert ALONE not in stdout and "noise floor" not in stdout and "recommend" not in stdout
 
 

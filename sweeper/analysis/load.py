@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 
 from sweeper.analysis.model import Column, RunData, WorkloadView
+from sweeper.schema import measurement_keys
 
 FIRST_BATCH: Column = ("time_to_first_batch_s", "first batch s", 1.0, 3)
 
@@ -40,9 +41,10 @@ def normalise(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def swept_axes(summary: pd.DataFrame) -> List[str]:
-    """The sweep's axes: the summary's dotted columns (data.num_workers, ...), in order;
-    first the workload when the run holds several (+sweep=playbook)."""
-    axes = [c for c in summary.columns if "." in str(c)]
+    """The sweep's axes: the summary's dotted columns that are measurement settings
+    (data.num_workers, ...; sweeper.schema.roles), in order; first the workload when the run
+    holds several (+sweep=playbook)."""
+    axes = measurement_keys([str(c) for c in summary.columns if "." in str(c)])
     return ["workload", *axes] if len(run_workloads(summary)) > 1 else axes
 
 
