@@ -400,3 +400,20 @@ def test_load_rebuilds_a_summary_older_than_the_trial_folders(tmp_path):
     summary, _ = load(run)
     assert len(summary) == len(full) == 15
     assert sorted(summary["trial_id"]) == sorted(full["trial_id"])
+
+
+def test_an_aborted_step_counts_neither_in_the_record_nor_in_the_analysis():
+    """One rule (measure/rules.py): the probe's summary (the record) and the analysis' repeat
+    figures leave out the warm-up step and the aborted one (it raised; 3 s of host time)."""
+    from sweeper.probe import Probe
+
+    rows = [{"step": 0, "warmup": True, "step_s": 0.5, "items": 32},
+            {"step": 1, "warmup": False, "step_s": 0.010, "items": 32},
+            {"step": 2, "warmup": False, "aborted": True, "step_s": 3.0, "items": 32},
+            {"step": 3, "warmup": False, "step_s": 0.020, "items": 32}]
+    record = Probe().summary(rows)
+    assert record["steps"] == 2 and record["items_per_s"] == pytest.approx(64 / 0.030)
+    summary = pd.DataFrame([{"trial_id": "t-0", "cell_id": "t", "repeat": 0, "status": "ok"}])
+    repeat = repeat_table(summary, pd.DataFrame(rows).assign(trial_id="t-0")).iloc[0]
+    assert repeat["steps"] == 2 and repeat["items_per_s"] == pytest.approx(64 / 0.030)
+    assert repeat["p50"] == pytest.approx(0.015) and record["step_p50_s"] == pytest.approx(0.015)
