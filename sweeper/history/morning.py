@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 MORNING = "morning.html"
 
 
-
 def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
     """The store's rows of the night's runs; with no runs named, each series' latest run."""
     if night.run_dirs:

@@ -1,4 +1,4 @@
-"""Views of a run, published per trial (W&B, MLflow) and at its end, from data, never from each other's files.
+"""Views of a run, per trial (W&B, MLflow) and at its end: each gets data, never another's files.
 
 The driver calls three things:
 
@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
 
 @dataclass(frozen=True)
 class SweepEnd:
@@ -139,7 +140,8 @@ def on_sweep_end(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> S
     notes = [failed] if failed else []
     end = SweepEnd(Path(run), data, analysis, root, recorded)
     for publish in SWEEP_PUBLISHERS:
-        notes += [n for n in _guarded(publish, end) if isinstance(n, str) and n]
+        note, failed = _guarded(publish, end)
+        notes += [n for n in (note, failed) if isinstance(n, str) and n]
     if recorded is not None:
         _guarded(history.write_recorded, Path(run), recorded, notes)
     return end
