@@ -73,8 +73,8 @@ def test_a_bad_tracking_uri_is_one_line(tmp_path, caplog, uri):
 
 
 def test_credentials_in_the_uri_are_not_shown():
-    assert mlflow_sink._shown("https://me:hunter22@mlflow.example:5000") == "https://***@mlflow.example:5000"
-    assert mlflow_sink._shown("sqlite:////tmp/run/mlflow.db") == "sqlite:////tmp/run/mlflow.db"
+    assert mlflow_sink.redact_text("https://me:hunter22@mlflow.example:5000") == "https://***@mlflow.example:5000"
+    assert mlflow_sink.redact_text("sqlite:////tmp/run/mlflow.db") == "sqlite:////tmp/run/mlflow.db"
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import pytest
 from sweeper import publishers
 from sweeper.analysis.run import analyze_run, cell_summary
 from sweeper.publishers import wandb_sink
+from sweeper.redact import redact
 from sweeper.results import read_records
 from sweeper.schema import AnalysisConfig
 
@@ -73,6 +74,7 @@ def wandb_run(tmp_path_factory):
     root = {"wandb": {"enabled": True, "mode": "offline"}, "report": {"enabled": False}}
     trials = [next(r for r in records if r["is_baseline"]), next(r for r in records if not r["is_baseline"])]
     trials[1] = {**trials[1], "overrides": trials[1]["overrides"] + [f"+ray.runtime_env.env_vars.TOKEN={SECRET}"]}
+    trials[1] = redact(trials[1])         # as the driver hands every record on: redacted once, where it enters
     for record in trials:
         publishers.on_trial(run, record, root)
         publishers.drain()

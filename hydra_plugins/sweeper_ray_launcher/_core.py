@@ -15,11 +15,13 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.sweeper_ray_launcher._compose import JobComposer
+from hydra_plugins.sweeper_ray_launcher._redact import redacted_yaml, remember_credentials
 from sweeper import exitcodes
 from sweeper.entry import run_jobs
 from sweeper.sweep import Job
 from sweeper.errors import SweeperError
 from sweeper.interrupts import interrupted, stop_signals
+from sweeper.redact import redact_text
 from sweeper.schema import root_config_from_dict
 
 
@@ -42,16 +44,17 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
+    remember_credentials(launcher.config, job_overrides)    # before anything is written or printed
     try:
         with stop_signals():
             jobs = compose_all(launcher, job_overrides, initial_job_idx)
     except SweeperError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact_text(str(exc))}", file=sys.stderr)
         exitcodes.report(exitcodes.USAGE)
         return []
     except KeyboardInterrupt:
         exitcodes.report(interrupted("while composing the configs: nothing was written"))
         return []
-    exitcodes.report(run_jobs(jobs, OmegaConf.to_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
+    exitcodes.report(run_jobs(jobs, redacted_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
     return [JobReturn(overrides=j.overrides, status=JobStatus.COMPLETED, _return_value=None, task_name="sweeper")
             for j in jobs]

@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from sweeper.redact import redact_text
+
 log = logging.getLogger(__name__)
 
 STATE_FILE = "mlflow.json"
@@ -85,7 +87,7 @@ class _Tracker:
             if not self.failed:
                 self.failed = True
                 log.warning("mlflow: %s failed (%s): %s: %s; no more MLflow logging in this sweep",
-                            what, _shown(self.uri), type(exc).__name__, _one_line(exc, self.uri))
+                            what, redact_text(self.uri), type(exc).__name__, _one_line(exc, self.uri))
 
     # ------------------------------------------------------------------ setup
 
@@ -114,7 +116,7 @@ class _Tracker:
             location = (self.run / ARTIFACTS_DIR).resolve().as_uri() if embedded else None
             self.experiment_id = self.client.create_experiment(self.cfg["experiment"], artifact_location=location)
         saved = self._saved()
-        if saved.get("parent_run_id") and saved.get("tracking_uri") == _shown(self.uri) \
+        if saved.get("parent_run_id") and saved.get("tracking_uri") == redact_text(self.uri) \
                 and saved.get("experiment_id") == self.experiment_id:
             self.parent_id, self.trials = saved["parent_run_id"], dict(saved.get("trials") or {})
             self.client.update_run(self.parent_id, status="RUNNING")       # a resumed run
@@ -136,13 +138,13 @@ class _Tracker:
         """mlflow.json: where this run's MLflow runs are (written atomically)."""
         from sweeper.files import write_json_atomic
 
-        state = {"tracking_uri": _shown(self.uri), "experiment": self.cfg["experiment"], "experiment_id": self.experiment_id,
+        state = {"tracking_uri": redact_text(self.uri), "experiment": self.cfg["experiment"], "experiment_id": self.experiment_id,
                  "parent_run_id": self.parent_id, "parent_url": self.url(self.parent_id), "trials": self.trials}
         write_json_atomic(self.run / STATE_FILE, state)
 
     def url(self, run_id: Optional[str]) -> Optional[str]:
         if run_id and self.uri.startswith(("http://", "https://")):
-            return f"{_shown(self.uri).rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+            return f"{redact_text(self.uri).rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
         return None
 
     # ------------------------------------------------------------------ trials
@@ -291,21 +293,8 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _shown(uri: str) -> str:
-    """The URI without a user:password@ part, for files and log lines (credentials belong in
-    MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD / MLFLOW_TRACKING_TOKEN)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(uri)
-    if not parts.netloc or "@" not in parts.netloc:
-        return uri
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
-
-
 def _one_line(exc: Exception, uri: str = "") -> str:
-    from sweeper.redact import redact_text
-
-    text = str(exc).replace(uri, _shown(uri)) if uri else str(exc)
+    text = str(exc).replace(uri, redact_text(uri)) if uri else str(exc)
     text = " ".join(redact_text(text).split())
     return text if len(text) <= 300 else text[:297] + "..."
 

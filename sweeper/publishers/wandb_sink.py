@@ -29,7 +29,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-_state: Dict[str, Any] = {"wandb": None, "warned": False}
+_state: Dict[str, Any] = {"wandb": None, "warned": False, "offline": False}
+# The first online init gives up after this long (W&B's own default is 90 s, paid again by every
+# trial when the server cannot be reached); then the rest of the sweep runs offline.
+ONLINE_INIT_TIMEOUT_S = 15.0
 # Per-step columns worth a W&B chart: times, items, memory, utilisation.
 _STEP_PREFIXES = ("step_s", "host_step_s", "phase_", "items", "mem_", "gpu_", "util_")
 SUMMARY_NAME = "summary"          # the summary run's id is run_id_for(sweep, run id, SUMMARY_NAME)
@@ -41,6 +44,8 @@ def _settings(root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     from sweeper.schema import WandbConfig
 
     cfg = {**dataclasses.asdict(WandbConfig()), **(root.get("wandb") or {})}
+    if cfg["mode"] == "online" and _state.get("offline"):
+        cfg["mode"] = "offline"          # the server did not answer earlier in this sweep
     return cfg if cfg["enabled"] and cfg["mode"] != "disabled" else None
 
 
@@ -61,15 +66,39 @@ def _import():
 def _init(wandb, run: Path, cfg: Dict[str, Any], **kwargs):
     directory = Path(cfg["dir"]).expanduser() if cfg["dir"] else run   # W&B adds wandb/ itself
     directory.mkdir(parents=True, exist_ok=True)
-    return wandb.init(project=cfg["project"], entity=cfg["entity"], dir=str(directory), mode=cfg["mode"],
-                      reinit="finish_previous", settings=_quiet_settings(wandb), **kwargs)
+    mode = "offline" if _state.get("offline") else cfg["mode"]
+    try:
+        return _start(wandb, directory, cfg, mode, **kwargs)
+    except Exception as exc:    # any online failure: the run is kept offline, for `wandb sync`
+        if mode != "online":
+            raise
+        _fall_back(exc, directory)
+        wandb.teardown()        # the failed run keeps its id in W&B's service: a fresh service frees it
+        return _start(wandb, directory, cfg, "offline", **kwargs)
 
 
-def _quiet_settings(wandb):
+def _start(wandb, directory: Path, cfg: Dict[str, Any], mode: str, **kwargs):
+    timeout = {"init_timeout": ONLINE_INIT_TIMEOUT_S} if mode == "online" else {}
+    return wandb.init(project=cfg["project"], entity=cfg["entity"], dir=str(directory), mode=mode,
+                      reinit="finish_previous", settings=_quiet_settings(wandb, **timeout), **kwargs)
+
+
+def _fall_back(exc: Exception, directory: Path) -> None:
+    """Once per sweep: the rest of it runs offline (WANDB_MODE=offline), said in one line."""
+    from sweeper.redact import redact_text
+
+    _state["offline"] = True
+    os.environ["WANDB_MODE"] = "offline"
+    server = redact_text(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    print(f"W&B: {server} did not answer ({type(exc).__name__}); this sweep's W&B runs are kept offline: "
+          f"wandb sync {directory / 'wandb'}/offline-run-* uploads them later", file=sys.stderr, flush=True)
+
+
+def _quiet_settings(wandb, **more):
     """No console capture, system stats, git or code saving: less per-trial cost, nothing private.
     Fields this wandb version lacks are left out."""
     wanted = {"silent": True, "console": "off", "x_disable_stats": True, "disable_git": True,
-              "disable_code": True, "x_disable_machine_info": True, "save_code": False}
+              "disable_code": True, "x_disable_machine_info": True, "save_code": False, **more}
     known = getattr(wandb.Settings, "model_fields", None)
     return wandb.Settings(**{k: v for k, v in wanted.items() if known is None or k in known})
 
@@ -135,16 +164,7 @@ def trial_config(record: Dict[str, Any]) -> Dict[str, Any]:
     config = {k: v for k, v in flat_row(record).items() if k not in _NOT_CONFIG and not is_figure(k, record)}
     config.update({"sweep": record.get("sweep"), "run_id": record.get("run_id"),
                    "machine": {k: fp.get(k) for k in ("host", "cpu_model", "gpu_name", "torch", "cuda")}})
-    return _redact(config)
-
-
-def _redact(value: Dict[str, Any]) -> Dict[str, Any]:
-    """Credential values from the environment replaced, should an override carry one."""
-    try:
-        from sweeper.redact import redact
-    except ImportError:
-        return value
-    return redact(value)
+    return config        # from the record, redacted where it entered the driver
 
 
 def _finite(value: Any) -> Any:
