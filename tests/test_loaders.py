@@ -41,6 +41,7 @@ def one_epoch(data: DataConfig, loader: str):
     return hashes, {tuple(b.shape[1:]) for b in out}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["tokens", "images"])
 def test_both_loaders_deliver_the_same_samples_in_the_same_order(kind, tmp_path):
     """Unshuffled, both read tar after tar in stored order; images are compared decoded
@@ -53,6 +54,7 @@ def test_both_loaders_deliver_the_same_samples_in_the_same_order(kind, tmp_path)
     assert dali_shapes == torch_shapes == ({(32,)} if kind == "tokens" else {(40, 56, 3)})
 
 
+@pytest.mark.slow
 def test_dali_shuffles_the_same_samples_within_its_buffer(tmp_path):
     data = small_data(tmp_path, kind="tokens")
     plain, _ = one_epoch(data, "torch")
@@ -60,6 +62,7 @@ def test_dali_shuffles_the_same_samples_within_its_buffer(tmp_path):
     assert sorted(shuffled) == sorted(plain) and shuffled != plain
 
 
+@pytest.mark.slow
 def test_augmented_images_are_crops_of_the_asked_size_from_both_loaders(tmp_path):
     data = small_data(tmp_path, kind="images", augment=True)
     for loader in ("torch", "dali"):
@@ -67,6 +70,7 @@ def test_augmented_images_are_crops_of_the_asked_size_from_both_loaders(tmp_path
         assert shapes == {(24, 24, 3)} and len(set(hashes)) == len(hashes)
 
 
+@pytest.mark.slow
 def test_index_files_are_written_once_beside_the_shards(tmp_path):
     from workloads.shards import ensure_dali_indexes
 

@@ -542,6 +542,7 @@ def test_missing_profilers_leave_one_warning_and_no_failure(tmp_path):
     assert isinstance(make_profile("none", tmp_path, 0, 1, 1, cuda=False), Profile)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed")
 def test_pyspy_profile_writes_a_flame_graph(tmp_path):
     excluded = []

@@ -91,6 +91,7 @@ def _runs(run: Path):
     return {history_and_summary(f)[1]["_name"]: f for f in sorted(run.glob("wandb/offline-run-*/run-*.wandb"))}
 
 
+@pytest.mark.slow
 def test_one_offline_run_per_trial_plus_summary(wandb_run):
     run, trials, _ = wandb_run
     names = set(_runs(run))
