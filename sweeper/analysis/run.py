@@ -23,7 +23,7 @@ from sweeper.analysis import baselines, findings, verdicts
 from sweeper.analysis.cells import cell_table, memory_column
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.load import load_run, normalise, run_workloads, swept_axes, workload_view
-from sweeper.analysis.model import METRICS, VERDICT_COLUMNS, Analysis, RunData, Stratum
+from sweeper.analysis.model import METRICS, VERDICT_COLUMNS, Analysis, RunData, Stratum, WorkloadView
 from sweeper.analysis.pairs import pair_ratios
 from sweeper.analysis.recommend import recommend
 from sweeper.analysis.repeats import repeat_table
@@ -49,15 +49,9 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     run's CostConfig (None: no cost columns)."""
     cfg = cfg or AnalysisConfig()
     summary = normalise(summary)
-    axes, view = swept_axes(summary), workload_view(records, summary)
-    repeats = repeat_table(summary, steps, [h[0] for h in view.headline])
-    cells = cell_table(summary, steps, n_resamples, seed, repeats, [h[0] for h in view.headline])
-    unrecorded = [h for h in view.headline if cells.empty or cells[h[0]].isna().all()]   # a column of "-" says nothing
-    view = dataclasses.replace(view, memory=memory_column(view.memory, cells),
-                               headline=tuple(h for h in view.headline if h not in unrecorded))
-    cells = cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
-    names = short_keys(axes)
-    workloads = run_workloads(summary)
+    axes = swept_axes(summary)
+    names, workloads = short_keys(axes), run_workloads(summary)
+    view, repeats, cells = _figures(summary, steps, workload_view(records, summary), n_resamples, seed)
     keys, notes = baselines.split_keys(summary, axes, cfg, len(workloads)) if not cells.empty else ([], [])
     cells, strata, why = baselines.strata_of(cells, keys, names, cfg, axes)
     strata, comparisons = verdicts.judge(strata, repeats, cfg, seed)
@@ -71,6 +65,17 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
                      tuple(notes + findings.fleet_notes(fleet)) + found.notes, tuple(keys), found.pitfalls,
                      found.extra, found.cost_column, fleet, tuple(pair_ratios(records, labels)))
     return dataclasses.replace(draft, strata=tuple(_recommended(draft, s, cfg) for s in strata))
+
+
+def _figures(summary: pd.DataFrame, steps: pd.DataFrame, view: WorkloadView, n_resamples: int, seed: int):
+    """(the workload view, repeats, cells): headline figures no cell recorded are dropped (a
+    column of "-" says nothing), and the memory column is the one the cells hold."""
+    repeats = repeat_table(summary, steps, [h[0] for h in view.headline])
+    cells = cell_table(summary, steps, n_resamples, seed, repeats, [h[0] for h in view.headline])
+    unrecorded = [h for h in view.headline if cells.empty or cells[h[0]].isna().all()]
+    view = dataclasses.replace(view, memory=memory_column(view.memory, cells),
+                               headline=tuple(h for h in view.headline if h not in unrecorded))
+    return view, repeats, cells.drop(columns=[h[0] for h in unrecorded if h[0] in cells])
 
 
 def _recommended(analysis: Analysis, stratum: Stratum, cfg: AnalysisConfig) -> Stratum:
