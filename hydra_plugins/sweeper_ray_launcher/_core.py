@@ -45,16 +45,16 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
     remember_credentials(launcher.config, job_overrides)    # before anything is written or printed
-    try:
-        with stop_signals():
+    with stop_signals():        # Ctrl-C and SIGTERM: one line and exit 130 from here on (sweeper/interrupts.py)
+        try:
             jobs = compose_all(launcher, job_overrides, initial_job_idx)
-    except SweeperError as exc:
-        print(f"error: {redact_text(str(exc))}", file=sys.stderr)
-        exitcodes.report(exitcodes.USAGE)
-        return []
-    except KeyboardInterrupt:
-        exitcodes.report(interrupted("while composing the configs: nothing was written"))
-        return []
-    exitcodes.report(run_jobs(jobs, redacted_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
+        except SweeperError as exc:
+            print(f"error: {redact_text(str(exc))}", file=sys.stderr)
+            exitcodes.report(exitcodes.USAGE)
+            return []
+        except KeyboardInterrupt:
+            exitcodes.report(interrupted("while composing the configs: nothing was written"))
+            return []
+        exitcodes.report(run_jobs(jobs, redacted_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
     return [JobReturn(overrides=j.overrides, status=JobStatus.COMPLETED, _return_value=None, task_name="sweeper")
             for j in jobs]
