@@ -145,12 +145,12 @@ def cached_count(path: str, cache_dir: str) -> Optional[int]:
 
 def _remember(path: str, cache_dir: str, samples: int) -> None:
     """Written atomically; a cache folder that cannot be written only costs the next walk."""
+    from sweeper.files import write_json_atomic
+
     target = _cache_file(path, cache_dir)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_name(f".{target.name}.{os.getpid()}")
-        staging.write_text(json.dumps({**_stamp(path), "samples": samples}))
-        os.replace(staging, target)
+        write_json_atomic(target, {**_stamp(path), "samples": samples}, indent=None, sort_keys=False)
     except OSError:
         pass
 

@@ -215,14 +215,14 @@ def _ensure_index(shard: str, cache_dir: str) -> str:
     if not index.exists():
         from wds2idx import IndexCreator    # shipped in DALI's wheel (python -m wds2idx)
 
-        index.parent.mkdir(parents=True, exist_ok=True)
-        staging = index.with_name(f".{index.name}.{os.getpid()}")
-        try:
-            with _sigterm_raises(), IndexCreator(os.path.abspath(shard), str(staging), verbose=False) as creator:
+        from sweeper.files import write_with
+
+        def create(staging: Path) -> None:
+            with IndexCreator(os.path.abspath(shard), str(staging), verbose=False) as creator:
                 creator.create_index()
-            os.replace(staging, index)      # atomic: a concurrent trial reads a whole index or none
-        finally:
-            staging.unlink(missing_ok=True)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        with _sigterm_raises():
+            write_with(index, create)       # atomic: a concurrent trial reads a whole index or none
     return str(index)
 
 
