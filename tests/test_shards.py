@@ -257,3 +257,13 @@ def test_shards_smaller_than_one_batch_are_refused_before_any_trial(tmp_path):
         plan_trials([([], _loader_root(url=url, cache_dir=cache, batch_size=2 * SAMPLES + 1))], LAPTOP)
     with pytest.raises(ConfigError, match=r"^data\.batch_size: 64 is more than the synthetic shards hold .* = 32\)"):
         plan_trials([([], _loader_root(cache_dir=cache, num_shards=2, samples_per_shard=16, batch_size=64))], LAPTOP)
+
+
+def test_planning_removes_a_killed_makers_staging(tmp_path):
+    name = shard_set_name(2, SAMPLES, SEQ, 100, 0)
+    (tmp_path / f".{name}.lock").write_text("")
+    (tmp_path / f".{name}.staging-4194000-k2j3h4l5").mkdir()        # its trial got SIGKILL while making
+    root = _loader_root(cache_dir=str(tmp_path), num_shards=2, samples_per_shard=SAMPLES, seq_len=SEQ, vocab_size=100,
+                        batch_size=4)
+    plan_trials([([], root)], LAPTOP)
+    assert _leftovers(tmp_path) == []

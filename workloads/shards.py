@@ -291,7 +291,11 @@ def made_synthetic_set(data) -> Optional[Path]:
 
 def check_synthetic_shards(data) -> str:
     """A synthetic set made by an earlier run, walked whole like a user's shards (a copy can be
-    damaged after it was made); '' when it is fine or not made yet."""
+    damaged after it was made); '' when it is fine or not made yet. Staging folders that dead
+    makers left in the cache go first (a trial killed while making shards cannot clean up)."""
+    root = Path(os.path.expanduser(data.cache_dir))
+    if root.is_dir():
+        remove_stale_staging(root)          # a killed trial's half-made set: nobody else cleans it
     folder = made_synthetic_set(data)
     if folder is None:
         return ""
