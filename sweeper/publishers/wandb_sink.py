@@ -187,13 +187,11 @@ def trial_figures(record: Dict[str, Any], steps: Optional[Any]) -> Dict[str, Any
 
     from sweeper.analysis.cells import trial_memory
     from sweeper.analysis.repeats import measured_steps, repeat_table
+    from sweeper.record import flat_row
 
     if record.get("status") != "ok":
         return {}
-    summary = record.get("summary") or {}
-    row = {**summary, **{k: v for k, v in (record.get("figures") or {}).items() if k not in summary},
-           "trial_id": record["trial_id"], "cell_id": record.get("cell_id"), "repeat": record.get("repeat", 0),
-           "is_baseline": record.get("is_baseline", False), "status": "ok"}
+    row = flat_row(record)
     steps = steps if steps is not None else pd.DataFrame()
     if not steps.empty and "trial_id" not in steps.columns:
         steps = steps.assign(trial_id=record["trial_id"])
