@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from sweeper import display
-from sweeper.analysis import stats
+from sweeper.analysis import stats, strata
 from sweeper.analysis.model import ALONE, BASELINE
 from sweeper.analysis.run import analyze
 from sweeper.analysis.recommend import recommendation_lines
@@ -165,3 +165,28 @@ def test_the_plan_splits_and_picks_baselines_by_the_same_rule():
                          compare_within=[KIND])
     assert [(t.swept[KIND], t.swept["data.num_workers"]) for t in trials if t.is_baseline] == \
         [("tokens", 2), ("images", 2)]
+
+
+@pytest.mark.parametrize("key, keys, expected", [
+    ("data.kind", ["data.kind", "data.loader"], "data.kind"),
+    ("kind", ["data.kind", "data.loader"], "data.kind"),                # a tail names its setting
+    ("ind", ["data.kind"], None),                                     # a tail is whole dotted parts
+    ("size", ["data.image.size"], "data.image.size"),
+    ("workload", ["workload", "data.kind"], "workload"),
+])
+def test_a_key_resolves_by_its_name_or_its_dotted_tail(key, keys, expected):
+    assert strata.resolve(key, keys) == expected
+
+
+def test_the_strata_rules_over_plain_values():
+    cells = [{"workload": "a", "data.kind": k, "data.num_workers": n} for k in ("tokens", "images") for n in (0, 2.0)]
+    lookups = [lambda key, c=c: c[strata.resolve(key, list(c)) or key] for c in cells]
+    assert strata.first_match(lookups, "num_workers=2 kind=images") == 3        # typed: 2.0 matches "2"
+    assert strata.first_match(lookups, "num_workers=3") is None
+    assert strata.first_match(lookups, "data.loader=dali") is None              # a key no cell has matches nothing
+    assert strata.groups(lookups, ["data.kind"]) == [[0, 1], [2, 3]]
+    assert strata.groups(lookups, []) == [[0, 1, 2, 3]]                         # no keys: one stratum
+    assert strata.strata_keys(["data.kind", "workload"], workloads=1) == ["data.kind"]
+    assert strata.strata_keys(["data.kind"], workloads=2) == ["workload", "data.kind"]
+    assert strata.within_stratum("kind=images data.num_workers=2", ["data.kind"]) == "data.num_workers=2"
+    assert strata.within_stratum("data.kind=images", ["data.kind"]) is None

@@ -106,10 +106,6 @@ class Analysis:
         """Whether the cell is the baseline of its stratum."""
         return cell_id in self.baselines.values()
 
-    def stratum_labels(self) -> List[str]:
-        """The strata in the order their first cells appear ("" for a run of one stratum)."""
-        return [s.label for s in self.strata]
-
     def judged_strata(self) -> List[Stratum]:
         """The strata with something to judge: all but the lone cells of a split run."""
         return [s for s in self.strata if not s.alone]
