@@ -1,0 +1,156 @@
+"""The logic of the modules that usually run in other processes (the trial, the host that collects
+it, the zygote, the entry point, the overnight lock, the Ray watchdog, the report command), run here
+in this process, so the fast lane exercises them; the slow tests run them as the real processes."""
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from sweeper import exitcodes
+
+DATA = Path(__file__).parent / "data"
+
+
+def spec_for(target, steps=3, warmup=1, **params):
+    """The spec the driver sends for one trial of `target` (through plan_trials and Trial.spec)."""
+    from sweeper.plan import ClusterShape, plan_trials
+    from sweeper.schema import root_config_from_dict
+
+    root = root_config_from_dict({"workload": {"target": target, "steps": steps, "warmup_steps": warmup,
+                                               "params": params},
+                                  "resources": {"isolation": "pack", "cpus": 1}, "wandb": {"enabled": False},
+                                  "run_id": "here"})
+    trial = plan_trials([([], root)], ClusterShape([2.0], [0.0]))[0]
+    return trial.spec(root.sweep.name, root.run_id, os.getpid())
+
+
+@pytest.fixture
+def no_git(monkeypatch):
+    """The fingerprint without its `git rev-parse`: no process is started here."""
+    import sweeper.fingerprint
+
+    monkeypatch.setattr(sweeper.fingerprint, "fingerprint", lambda *a, **k: {"host": "here"})
+
+
+def test_a_trial_runs_here_and_leaves_its_record_and_steps(tmp_path, no_git):
+    from sweeper.isolation import collect
+    from sweeper.trial import RECORD_FILE, STEPS_FILE, execute
+
+    spec = spec_for("tests.workloads_for_tests:quick", steps=3, warmup=1, sleep_s=0.0)
+    record = execute(spec, tmp_path)
+    assert record.status == "ok" and record.figures["custom_figure"] == 42.0 and record.summary["steps"] == 3
+    steps = pd.read_parquet(tmp_path / STEPS_FILE)
+    assert len(steps) == 4 and steps["warmup"].tolist() == [True, False, False, False]
+    assert json.loads((tmp_path / RECORD_FILE).read_text())["trial_id"] == spec["trial_id"]
+
+    outcome = collect(spec, tmp_path, 0, "ok", 60)           # what the host hands back to the driver
+    assert outcome.record.status == "ok" and set(outcome.files) == {STEPS_FILE}
+
+
+def test_a_raising_workload_is_a_failed_record_not_an_exception(tmp_path, no_git):
+    from sweeper.trial import execute
+
+    record = execute(spec_for("tests.workloads_for_tests:raises"), tmp_path)
+    assert (record.status, record.error_type) == ("failed", "ValueError")
+    assert record.error_message == "injected failure for the test"
+
+
+@pytest.mark.parametrize("status, code, error, words", [
+    ("timeout", None, "TrialTimeout", "ran past resources.timeout_s=7 s"),
+    ("failed", -signal.SIGKILL, "TrialKilled", "killed by SIGKILL"),
+    ("failed", 3, "TrialCrashed", "exited with code 3 and left no record"),
+    ("ok", 0, "TrialCrashed", "exited with code 0 and left no record"),     # ok, yet no record: a crash
+])
+def test_a_trial_that_left_no_record_is_a_row_that_says_why(tmp_path, status, code, error, words):
+    from sweeper.isolation import collect
+    from sweeper.trial import LOG_FILE
+
+    (tmp_path / LOG_FILE).write_text("".join(f"line {i}\n" for i in range(100)))
+    outcome = collect(spec_for("tests.workloads_for_tests:quick"), tmp_path, code, status, 7)
+    record = outcome.record
+    assert record.error_type == error and words in record.error_message
+    assert record.status == ("timeout" if status == "timeout" else "failed")
+    assert record.log_tail.splitlines()[-1] == "line 99" and "line 0\n" not in record.log_tail
+
+
+def test_zygote_socket_names_and_abstract_ones():
+    from sweeper._zygote import socket_address
+
+    assert socket_address("/tmp/z.sock") == "/tmp/z.sock"
+    assert socket_address("@sweeper-zygote-1") == "\0sweeper-zygote-1"
+
+
+def test_shard_patterns_reach_hydra_quoted():
+    from sweeper.__main__ import quote_shard_patterns
+
+    argv = ["prog", "data.url=/d/train-{0000..0009}.tar", "+data.url=/d/{a,b}.tar", "data.url='/d/{0..1}.tar'",
+            "data.batch_size=8,16", "other={x: 1}"]
+    assert quote_shard_patterns(argv) == ["prog", "data.url='/d/train-{0000..0009}.tar'", "+data.url='/d/{a,b}.tar'",
+                                          "data.url='/d/{0..1}.tar'", "data.batch_size=8,16", "other={x: 1}"]
+
+
+def test_another_launcher_is_refused_with_what_to_use(capsys, monkeypatch):
+    from sweeper.__main__ import run_in_process
+
+    monkeypatch.setattr(exitcodes, "_code", exitcodes.OK)
+    run_in_process(None)
+    assert "use executor=local" in capsys.readouterr().err and exitcodes.code() == exitcodes.USAGE
+    exitcodes.report(exitcodes.TRIALS_FAILED)             # the worst code wins, whatever came later
+    exitcodes.report(exitcodes.INTERRUPTED)
+    assert exitcodes.code() == exitcodes.INTERRUPTED
+
+
+def test_the_overnight_lock_names_its_holder_and_passes_on_only_the_users_settings(tmp_path):
+    from sweeper.overnight import LockHeld, describe_holder, passed_on, take_lock
+
+    holder = {"pid": 12, "host": "box", "started": "2026-12-01T02:00:00Z", "command": "python -m sweeper"}
+    handle = take_lock(tmp_path / "lock", holder)
+    try:
+        with pytest.raises(LockHeld, match=r"holds .*lock: pid 12 on box, started 2026-12-01T02:00:00Z"):
+            take_lock(tmp_path / "lock", {**holder, "pid": 13})
+    finally:
+        handle.close()
+    take_lock(tmp_path / "lock", holder).close()          # free again once the holder closed it
+    assert describe_holder("") == "a process that has not written its name yet"
+    assert passed_on(["executor=local", "+sweep=overnight", "overnight.budget_s=5", "run_id=x", "ray.address=auto",
+                      "hydra.sweep.dir=/x", "adaptive.enabled=true"]) == ["executor=local", "ray.address=auto"]
+
+
+class FakeProcess:
+    def __init__(self, cmdline, files=()):
+        self._cmdline, self._files = cmdline, [SimpleNamespace(path=p) for p in files]
+
+    def cmdline(self):
+        return self._cmdline
+
+    def open_files(self):
+        return self._files
+
+
+def test_the_ray_watchdog_tells_its_sessions_processes_from_another_sessions():
+    from sweeper.rayguard import _of_session
+
+    session = "/tmp/ray/session_2026-12-01_17-00-00_1"
+    assert _of_session(FakeProcess(["raylet", f"--session_dir={session}"]), session)
+    assert _of_session(FakeProcess(["ray::IDLE"], [f"{session}/logs/worker.out"]), session)
+    assert not _of_session(FakeProcess(["raylet", f"--session_dir={session}0"]), session)     # a name alike
+    assert not _of_session(FakeProcess(["ray::IDLE"], [f"{session}0/logs/worker.out"]), session)
+    assert not _of_session(FakeProcess(["python", "train.py"]), session)
+
+
+def test_the_report_command_analyses_a_run_once_and_writes_everything(tmp_path, capsys):
+    from sweeper.report.__main__ import main
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    assert main([str(run), "--metric", "p50"]) == 0
+    out = capsys.readouterr().out
+    assert "| cell | repeats | items/s | p50 ms | p95 ms | p50 ratio |" in out
+    assert out.rstrip().endswith(f"report: {run / 'report.html'}")
+    assert (run / "cells.parquet").exists() and (run / "report.md").exists()
+    assert main([str(tmp_path)]) == 2 and capsys.readouterr().err.startswith(f"error: {tmp_path} is not a run folder")
