@@ -154,3 +154,117 @@ def test_the_report_command_analyses_a_run_once_and_writes_everything(tmp_path, 
     assert out.rstrip().endswith(f"report: {run / 'report.html'}")
     assert (run / "cells.parquet").exists() and (run / "report.md").exists()
     assert main([str(tmp_path)]) == 2 and capsys.readouterr().err.startswith(f"error: {tmp_path} is not a run folder")
+
+
+class FakeTree:
+    """A psutil.Process with children; kill() makes it a zombie; a vanished one raises."""
+    def __init__(self, pid, children=(), gone=False):
+        self.pid, self.kids, self.gone, self.state = pid, list(children), gone, "running"
+
+    def children(self, recursive=False):
+        return [d for c in self.kids for d in ([c, *c.children(True)] if recursive else [c])]
+
+    def kill(self):
+        import psutil
+
+        if self.gone:
+            raise psutil.NoSuchProcess(self.pid)
+        self.state = psutil.STATUS_ZOMBIE
+
+    def status(self):
+        return self.state
+
+
+def test_containment_ends_only_what_appeared_and_a_whole_tree(monkeypatch):
+    import psutil
+
+    from sweeper import containment
+
+    old, grandchild = FakeTree(900001), FakeTree(900004)
+    new, gone = FakeTree(900002, [grandchild]), FakeTree(900003, gone=True)
+    me = FakeTree(os.getpid(), [old, new, gone])
+    monkeypatch.setattr(containment.psutil, "Process", lambda *a: me)
+    assert containment.descendants() == {900001, 900002, 900003, 900004}
+    ended = containment.end_new_descendants({old.pid}, deadline_s=5)
+    assert sorted(ended) == [900002, 900003, 900004]               # the vanished one is passed over, not fatal
+    assert old.state == "running" and new.state == grandchild.state == psutil.STATUS_ZOMBIE
+    assert not containment.running(new) and containment.running(old)
+
+    tree = FakeTree(900010, [FakeTree(900011, [FakeTree(900012)])])
+    containment.kill_tree(tree)
+    assert [p.state for p in (tree, *tree.children(recursive=True))] == [psutil.STATUS_ZOMBIE] * 3
+
+
+class FakeRay:
+    """The few calls the Ray executor makes, recorded; `nodes` as ray.nodes() gives them."""
+    class exceptions:
+        class RayError(Exception):
+            pass
+
+    def __init__(self, nodes):
+        self._nodes, self.calls = nodes, []
+
+    def is_initialized(self):
+        return False
+
+    def init(self, **kwargs):
+        self.calls.append(("init", kwargs))
+
+    def nodes(self):
+        return self._nodes
+
+    def remote(self, **decorator):
+        ray = self
+
+        class Task:
+            def options(self, **options):
+                ray.calls.append(("options", options))
+                return SimpleNamespace(remote=lambda *args: ("handle", args))
+        return lambda fn: Task()
+
+    def wait(self, handles, num_returns, timeout):
+        return handles[:num_returns], handles[num_returns:]
+
+    def get(self, handle, timeout):
+        raise self.exceptions.RayError("the node died")
+
+    def cancel(self, handle, force):
+        self.calls.append(("cancel", handle, force))
+
+    def shutdown(self):
+        self.calls.append(("shutdown",))
+
+
+def test_the_ray_executor_on_a_cluster_it_attached_to(monkeypatch):
+    import sys
+
+    from sweeper.executors.base import TrialLost
+    from sweeper.executors.ray_executor import RayExecutor
+    from sweeper.plan import ClusterShape, plan_trials
+    from sweeper.schema import root_config_from_dict
+    from sweeper.schema.run import RayConfig
+
+    ray = FakeRay([{"NodeID": "b", "Alive": True, "Resources": {"CPU": 8.0, "GPU": 2.0}},
+                   {"NodeID": "a", "Alive": True, "Resources": {"CPU": 4.0}},
+                   {"NodeID": "c", "Alive": False, "Resources": {"CPU": 64.0}}])
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    executor = RayExecutor(RayConfig(address="auto", runtime_env={"pip": ["x"]}), preload=())
+    shape = executor.start()                                  # attaches: no local Ray, no zygote here
+    assert (shape.node_ids, shape.node_cpus, shape.node_gpus) == (["a", "b"], [4.0, 8.0], [0.0, 2.0])
+    assert ray.calls[0] == ("init", {"include_dashboard": False, "logging_level": 30, "log_to_driver": False,
+                                     "runtime_env": {"pip": ["x"]}, "address": "auto"})
+    assert executor.describe(shape).startswith("Ray at auto (")
+
+    root = root_config_from_dict({"workload": {"target": "tests.workloads_for_tests:quick"},
+                                  "resources": {"cpus": 3, "timeout_s": 40}, "run_id": "r"})
+    trial = plan_trials([([], root)], ClusterShape([4.0, 8.0], [0.0, 2.0], ["a", "b"]))[0]
+    handle = executor.submit(trial, {"trial_id": trial.trial_id})
+    assert ray.calls[-1] == ("options", {"num_cpus": trial.num_cpus, "num_gpus": trial.num_gpus, "max_retries": 0,
+                                         "name": f"trial-{trial.trial_id}"})    # the plan's request, as it is
+    assert handle == ("handle", ({"trial_id": trial.trial_id}, 40.0, None))
+    assert executor.wait([handle, "other"], 1.0) == [handle] and executor.wait([], 1.0) == []
+    with pytest.raises(TrialLost, match="the node died"):
+        executor.outcome(handle)
+    executor.cancel([handle])
+    executor.close()                                          # not ours to shut down
+    assert ray.calls[-1] == ("cancel", handle, True) and ("shutdown",) not in ray.calls
