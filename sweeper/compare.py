@@ -30,7 +30,6 @@ across machines compares the machines too. --mix-machines compares them anyway, 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
@@ -289,8 +288,10 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
           + ("" if all(r.test != STEPS for r in results) else
              "; cells tested over steps (single repeats) use the weaker rule, see --help"))
     if json_path:
-        Path(json_path).write_text(json.dumps(_json(baseline, candidate, metric, max_ratio, alpha, results, diffs,
-                                                    code), indent=2, default=str))
+        from sweeper.files import write_json_atomic
+
+        write_json_atomic(Path(json_path), _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code),
+                          sort_keys=False)
     return code
 
 
@@ -305,17 +306,10 @@ def _print_unmatched(base: Run, cand: Run, pairs) -> None:
 
 
 def _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code) -> Dict[str, Any]:
-    def clean(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
+    """What --json writes (NaN becomes null there)."""
     return {"baseline": baseline, "candidate": candidate, "metric": metric, "max_ratio": max_ratio, "alpha": alpha,
             "fingerprint_differences": {k: list(v) for k, v in diffs.items()},
-            "cells": [{k: clean(v) for k, v in asdict(r).items()} for r in results],
+            "cells": [asdict(r) for r in results],
             "worse": sum(r.worse for r in results), "exit_code": code}
 
 

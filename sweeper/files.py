@@ -7,6 +7,7 @@ names), then `os.replace`. A folder is built under a staging name and swapped in
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import uuid
@@ -40,9 +41,24 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode())
 
 
+def finite(value: Any) -> Any:
+    """JSON has no NaN: None instead (null), at any depth, so other tools can read the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value: Any, indent: int = 2, sort_keys: bool = True) -> str:
+    """JSON of `value`: NaN as null, anything json cannot write as its str."""
+    return json.dumps(finite(value), indent=indent, sort_keys=sort_keys, default=str)
+
+
 def write_json_atomic(path: Path, value: Any, indent: int = 2, sort_keys: bool = True) -> Path:
-    """JSON of `value` (anything json cannot write, as its str)."""
-    return write_text_atomic(path, json.dumps(value, indent=indent, sort_keys=sort_keys, default=str))
+    return write_text_atomic(path, json_text(value, indent, sort_keys))
 
 
 def replace_dir(staging: Path, final: Path) -> Path:

@@ -14,7 +14,6 @@ trial.json is its last file, so a folder without it is half-written.
 from __future__ import annotations
 
 import json
-import math
 import os
 import uuid
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
-from sweeper.files import replace_dir, write_bytes_atomic, write_with
+from sweeper.files import json_text, replace_dir, write_bytes_atomic, write_with
 from sweeper.record import IDENTITY, PROBE_FIGURES, PROVENANCE, RESOURCES, TrialRecord, UnreadableRecord, as_dicts, \
     flat_row
 from sweeper.redact import redact, redact_file, secrets
@@ -64,19 +63,8 @@ def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: D
     for name, data in files.items():
         (staging / name).write_bytes(data)
     record.files = sorted(files)
-    (staging / TRIAL_JSON).write_text(json.dumps(_finite(record.to_dict()), indent=2, sort_keys=True, default=str))
+    (staging / TRIAL_JSON).write_text(json_text(record.to_dict()))
     return replace_dir(staging, final)
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: write null instead, so other tools can read the file."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 _LAST_COLUMNS = PROVENANCE
