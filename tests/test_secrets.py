@@ -111,6 +111,13 @@ def leaks(folder: Path):
     return found
 
 
+def test_an_error_line_that_quotes_a_value_is_redacted(remembered):
+    from sweeper.errors import ConfigError
+
+    error = ConfigError("data.url='pipe:curl -s https://user:PASSW0RD@host/x.tar': 1 of 1 shard(s) do not exist")
+    assert str(error) == "data.url='pipe:curl -s https://***@host/x.tar': 1 of 1 shard(s) do not exist"
+
+
 # MLflow at a server whose URI carries a password (unreachable: MLflow says so in one line), and
 # MLflow's own store in the run folder (mlflow.db and mlruns/ then hold every param and tag)
 TRACKING = {"uri-with-password": [f"mlflow.tracking_uri=http://bob:{URI_PASSWORD}@127.0.0.1:9"],

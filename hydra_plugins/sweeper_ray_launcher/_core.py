@@ -21,7 +21,6 @@ from sweeper.entry import run_jobs
 from sweeper.sweep import Job
 from sweeper.errors import SweeperError
 from sweeper.interrupts import interrupted, stop_signals
-from sweeper.redact import redact_text
 from sweeper.schema import root_config_from_dict
 
 
@@ -49,7 +48,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         try:
             jobs = compose_all(launcher, job_overrides, initial_job_idx)
         except SweeperError as exc:
-            print(f"error: {redact_text(str(exc))}", file=sys.stderr)
+            print(f"error: {exc}", file=sys.stderr)     # its message was redacted when it was made
             exitcodes.report(exitcodes.USAGE)
             return []
         except KeyboardInterrupt:
