@@ -97,6 +97,7 @@ def test_the_history_refuses_a_run_from_mismatched_machines_unless_told_to_mix(a
     assert refused.line.startswith(f"history: not appended to {tmp_path / 'store'}: its trials ran on different "
                                    f"machines: trial {records[-1]['trial_id']} ran on a different setup")
     assert "gpu_name None vs 'NVIDIA H200'" in refused.line and "history.mix_machines=true" in refused.line
+    assert refused.alerts == ()
     assert not (tmp_path / "store").exists()
     appended = history.record_run(run, mixed, analysis, {"history": {**root["history"], "mix_machines": True}})
     assert appended.line == f"history: appended to {tmp_path / 'store'}" and len(history.read(tmp_path / "store")) == 2
@@ -114,3 +115,23 @@ def test_a_missing_wandb_workspaces_is_one_plain_line_on_stderr(analysed, tmp_pa
     assert capsys.readouterr().err == ("note: wandb-workspaces is not installed: no W&B report spec "
                                        "(pip install wandb-workspaces)\n")
     assert not (tmp_path / wandb_report.SPEC_FILE).exists()
+
+
+def test_history_append_refuses_a_run_from_mismatched_machines_unless_mixed(analysed, tmp_path, capsys):
+    import json
+
+    from sweeper.history import __main__ as cli
+
+    run = tmp_path / "run"
+    shutil.copytree(analysed[0], run)
+    path = sorted((run / "trials").glob("*/trial.json"))[-1]
+    record = json.loads(path.read_text())
+    record["fingerprint"]["torch"] = "9.9.9"
+    path.write_text(json.dumps(record))
+    store = tmp_path / "store"
+    assert cli.main(["--store", str(store), "append", str(run)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"not appended: its trials ran on different machines: trial {record['trial_id']}" in err[0]
+    assert "torch" in err[0] and "'9.9.9'" in err[0] and not store.exists()
+    assert cli.main(["--store", str(store), "append", "--mix-machines", str(run)]) == 0
+    assert f"{run}: history: appended to {store}" in capsys.readouterr().out

@@ -87,16 +87,14 @@ def record_run(run: Path, data: Any, analysis: Any, root: Dict[str, Any]) -> Opt
     """Appends an analysed run (RunData, Analysis) to the store of its root config and returns
     its regressions; None where the history is off. A run with no ok trial is not appended
     (the Recorded's line says so) and has no alerts."""
-    from sweeper.fingerprint import mismatch_line
-    from sweeper.history.store import append_rows, rows_of_run
+    from sweeper.history.store import Appended, append_rows, machines_refused, rows_of_run
 
     if not enabled(root) or not data.records or analysis is None:
         return None
     store = history_dir(root)
-    mixed = mismatch_line(data.records)
-    if mixed and not (root.get("history") or {}).get("mix_machines"):
-        return Recorded(store, (), f"history: not appended to {store}: its trials ran on different machines: "
-                                   f"{mixed} (history.mix_machines=true appends it anyway)")
+    mixed = machines_refused(data.records, bool((root.get("history") or {}).get("mix_machines")))
+    if mixed:
+        return Recorded(store, (), Appended(store, reason=mixed).line())
     rows = rows_of_run(run, data, analysis)
     done = append_rows(store, rows)
     if not done.files:

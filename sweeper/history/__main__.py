@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("alerts", help="regressions of each cell's latest night; exit 1 when there are any")
     append = sub.add_parser("append", help="append finished run folders (results/<sweep>/<run-id>)")
     append.add_argument("run_dirs", nargs="+", type=Path)
+    append.add_argument("--mix-machines", action="store_true",
+                        help="append a run whose trials ran on different machines (refused otherwise)")
     morning = sub.add_parser("morning", help="the morning report (HTML) of a night")
     morning.add_argument("run_dirs", nargs="*", type=Path, help="the night's run folders (default: latest runs)")
     morning.add_argument("--night", type=Path, help="an overnight suite's night folder (its manifest)")
@@ -144,7 +146,7 @@ def cmd_append(args) -> int:
     from sweeper.history.store import append_run
 
     for run in args.run_dirs:
-        done = append_run(_store(args), run)
+        done = append_run(_store(args), run, mix_machines=args.mix_machines)
         print(f"{run}: {done.line()}" + (f" ({len(done.files)} file(s))" if done.files else ""))
     return 0
 

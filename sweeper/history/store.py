@@ -200,7 +200,7 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))[:60]
 
 
-def append_run(root: Path, run: Path, data=None, analysis=None) -> Appended:
+def append_run(root: Path, run: Path, data=None, analysis=None, mix_machines: bool = False) -> Appended:
     """Appends an analysed run; analyses it (with its own settings) when not given."""
     run = Path(run)
     if analysis is None:
@@ -211,7 +211,20 @@ def append_run(root: Path, run: Path, data=None, analysis=None) -> Appended:
         data, analysis = analyze_run(run, run_analysis_config(run))
     if not any(r.get("status") == "ok" for r in data.records):
         return Appended(Path(root).expanduser(), reason=NO_OK_TRIAL)
+    mixed = machines_refused(data.records, mix_machines)
+    if mixed:
+        raise SweeperError(f"{run}: not appended: {mixed}")
     return append_rows(root, rows_of_run(run, data, analysis))
+
+
+def machines_refused(records: List[Dict[str, Any]], mix_machines: bool = False) -> str:
+    """Why a run is not appended when its trials ran on different machines (a series of nights
+    is one machine's; sweeper.fingerprint names the fields); "" when they did not, or `mix_machines`."""
+    from sweeper.fingerprint import mismatch_line
+
+    mixed = "" if mix_machines else mismatch_line(records)
+    return f"its trials ran on different machines: {mixed} (--mix-machines, or history.mix_machines=true, " \
+           f"appends it)" if mixed else ""
 
 
 # --------------------------------------------------------------------------- reading
