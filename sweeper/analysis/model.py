@@ -14,6 +14,7 @@ import pandas as pd
 
 from sweeper.analysis.stats import Comparison
 from sweeper.schema import METRICS, AnalysisConfig
+from sweeper.spec import Column      # figure key, column label, scale, digits
 
 __all__ = ["METRICS", "COLUMN", "HIGHER_IS_BETTER", "BASELINE", "FAILED", "ALONE", "STRATUM",
            "VERDICT_COLUMNS", "Column", "RunData", "WorkloadView", "Stratum", "PairRatio", "Analysis"]
@@ -30,7 +31,6 @@ STRATUM = "stratum"                # the cells' column: "kind=images", the value
 # per metric in the verdict table: {metric}_{name}; the ratio is cell / baseline, its 95% interval ratio_low/high
 VERDICT_COLUMNS = ("ratio", "ratio_low", "ratio_high", "p", "p_adj", "delta", "verdict")
 
-Column = Tuple[str, str, float, int]      # figure key, column label, scale, digits
 
 
 @dataclass(frozen=True)
