@@ -12,7 +12,8 @@ import pytest
 
 from sweeper.history import __main__ as cli
 from sweeper.history import schema
-from sweeper.history.store import append_rows, append_run, read, rows_of_run
+from sweeper.history.store import append_rows, append_run, machine_of, read, rows_of_run
+from sweeper.results import read_records
 from tests.conftest import run_sweeper
 
 DATA = Path(__file__).parent / "data"
@@ -195,11 +196,19 @@ def test_a_sweep_whose_trials_all_fail_leaves_the_next_sweeps_history_working(tm
     store = tmp_path / "results" / "history"
     assert failed.stdout.rstrip().splitlines()[-1] == f"history: not appended to {store}: no trial of this run " \
                                                       "finished ok (interrupted or failed): nothing to compare across nights"
+    machine = machine_of(read_records(tmp_path / "results" / "single" / "broken"))["machine"]
+    garbage = store / f"machine={machine}" / "sweep=single" / "garbage.parquet"     # a file in the sweep's own partition
+    garbage.parent.mkdir(parents=True)
+    garbage.write_bytes(b"PAR1 but not really")
     good = run_sweeper(["workload.target=tests.workloads_for_tests:quick", "data.batch_size=8,16", "run_id=good",
                         *fast], tmp_path)
     assert good.returncode == 0 and good.stdout.rstrip().splitlines()[-1] == f"history: appended to {store}"
-    assert "failed" not in good.stdout.split("results:")[-1] + good.stderr
+    assert "failed" not in good.stdout.split("results:")[-1]
+    assert [line for line in good.stderr.splitlines() if "garbage" in line] == \
+        [f"history: skipped {garbage}: unreadable (ArrowInvalid: Could not open Parquet input source it: Parquet "
+         f"magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.); "
+         f"the other files are read (move it out of the store)"]
     code, out, err = cli_run(capsys, store, "list")
-    assert code == 0 and err == "" and [line.split()[2] for line in out.splitlines()[2:]] == ["good"]
+    assert code == 0 and err.count("\n") == 1 and [line.split()[2] for line in out.splitlines()[2:]] == ["good"]
     code, out, err = cli_run(capsys, store, "trend")
-    assert code == 0 and err == "" and "batch_size=8" in out
+    assert code == 0 and err == "" and "batch_size=8" in out          # named once in a process

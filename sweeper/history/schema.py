@@ -116,11 +116,11 @@ def read_file(path: Path, root: Path) -> pa.Table:
     try:
         table = pq.read_table(path, partitioning=None)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise UnusableFile(f"unreadable ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise UnusableFile(f"unreadable ({type(exc).__name__}: {_first_line(exc, path)})") from None
     try:
         return conform(table, partitions_of(path, root))
     except (pa.ArrowException, ValueError) as exc:
-        raise UnusableFile(f"cannot be read as a history file ({_first_line(exc)})") from None
+        raise UnusableFile(f"cannot be read as a history file ({_first_line(exc, path)})") from None
 
 
 def usable(paths: Iterable[Path]) -> List[Path]:
@@ -135,7 +135,7 @@ def usable(paths: Iterable[Path]) -> List[Path]:
             skipped(path, str(exc))
             continue
         except (pa.ArrowException, OSError, ValueError) as exc:
-            skipped(path, f"unreadable ({type(exc).__name__}: {_first_line(exc)})")
+            skipped(path, f"unreadable ({type(exc).__name__}: {_first_line(exc, path)})")
             continue
         good.append(path)
     return good
@@ -150,6 +150,7 @@ def skipped(path: Path, why: str) -> None:
           file=sys.stderr)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+def _first_line(exc: BaseException, path: Path) -> str:
+    """The error's first line, without the file's path (the warning names it once already)."""
+    text = str(exc).replace(f"'{path}'", "it").replace(str(path), "it").strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
