@@ -335,7 +335,7 @@ def test_cell_intervals_cover_each_figure_and_keep_the_process_spread():
     assert (flat_high - flat_low) < (cis["p50"][1] - cis["p50"][0]) / 2    # steps alone hide the 7% process spread
     # repeats of unequal length take the one-at-a-time path and agree closely
     uneven = [r[: 90 + i] for i, r in enumerate(steps)]
-    u = bootstrap.cell_intervals(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=500, seed=1)
+    u = bootstrap.cell_intervals(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=200, seed=1)
     assert u["items_per_s"][0] == pytest.approx(cis["items_per_s"][0], rel=0.03)
     assert u["p50"][1] == pytest.approx(cis["p50"][1], rel=0.03)
     assert all(math.isnan(v) for pair in bootstrap.cell_intervals([steps[0]], [items[0]]).values() for v in pair)
