@@ -9,12 +9,26 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"     # the shipped Hydra configs (the wheel carries them as sweeper/conf)
 
 
+SHARDS = {"cache": None}   # one shard cache for the session's sweeps (set by shared_shard_cache)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_shard_cache(tmp_path_factory):
+    """One shard cache for every sweep of the session: a shard set is written once, by the first
+    sweep that asks for it, under a lock and renamed into place (workloads/shards.py), and the
+    others read it. A test that checks the making of shards gives its own SWEEPER_CACHE."""
+    SHARDS["cache"] = tmp_path_factory.mktemp("shards")
+    yield SHARDS["cache"]
+    SHARDS["cache"] = None
+
+
 def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
-    """`python -m sweeper ARGS` as a user runs it, with results and shard cache under tmp_path.
-    W&B is off unless ARGS turn it on: its own tests check it, and it costs each trial ~0.3 s."""
+    """`python -m sweeper ARGS` as a user runs it, results under tmp_path, shards from the session's
+    cache. W&B is off unless ARGS turn it on: its own tests check it, and it costs each trial ~0.3 s."""
     if not any(a.startswith("wandb.enabled=") for a in args):
         args = [*args, "wandb.enabled=false"]
-    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+    cache = SHARDS["cache"] or tmp_path / "cache"
+    env = {**os.environ, "SWEEPER_CACHE": str(cache), "PYTHONUNBUFFERED": "1",
            "WANDB_MODE": "offline", **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args]
