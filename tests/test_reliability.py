@@ -289,9 +289,8 @@ def test_ctrl_c_on_ray_trials_leaves_no_scratch_folder_and_one_line(tmp_path):
         driver.send_signal(signal.SIGINT)
         out, err = driver.communicate(timeout=120)
         assert driver.returncode == 130, err[-3000:]
-        assert [line for line in err.splitlines() if line.startswith("interrupted")] == \
+        assert err.strip().splitlines() == \
             ["interrupted while trials ran: running trials are cancelled, finished ones kept; resume=latest runs the rest"]
-        assert "Traceback" not in err
         assert [p.name for p in tmp.iterdir() if p.name.startswith("sweeper-")] == []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

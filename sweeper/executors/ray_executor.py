@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
@@ -70,6 +71,20 @@ def _node_id() -> Optional[str]:
         return None
 
 
+def _own_token() -> None:
+    """A local Ray this driver starts keeps Ray's token authentication, with a token of this run's
+    own in the environment (its name marks it a credential: records redact it). Ray then neither
+    warns on stderr about its default nor saves a token under ~/.ray. A mode the user set stays."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    Config.initialize("")                                # as Ray does when it turns token mode on itself
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 class RayExecutor(Executor):
     def __init__(self, ray_cfg, preload: Sequence[str]) -> None:
         self.cfg, self.preload = ray_cfg, list(preload)
@@ -106,6 +121,7 @@ class RayExecutor(Executor):
             return False
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
+        _own_token()
         ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
                  _system_config={"prestart_worker_first_driver": False}, **kwargs)
         return True
