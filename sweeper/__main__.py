@@ -7,11 +7,12 @@ executor starts; `--help` and config errors stay fast.
 from __future__ import annotations
 
 import sys
+from typing import List, Optional
 
 import hydra
 from omegaconf import DictConfig
 
-from sweeper import exitcodes
+from sweeper import cli, exitcodes
 from sweeper.config import register_configs
 from sweeper.confdir import conf_dir
 
@@ -41,12 +42,22 @@ def quote_shard_patterns(argv: list) -> list:
     return out
 
 
-def main() -> None:
-    sys.argv = quote_shard_patterns(sys.argv)
+INTERRUPTED = "interrupted; finished trials were kept: add resume=latest to the same command to finish the sweep"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The command, behind the one error boundary (sweeper.cli): returns the exit code."""
+    args = quote_shard_patterns(list(sys.argv[1:] if argv is None else argv))
+    return cli.run(lambda: sweep(args), interrupted=INTERRUPTED)
+
+
+def sweep(args: List[str]) -> int:
+    exitcodes.reset()
     register_configs()
-    _hydra_main()
-    sys.exit(exitcodes.code())
+    with cli.argv_as(args), cli.hydra_raises():
+        _hydra_main()
+    return exitcodes.code()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

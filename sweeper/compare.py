@@ -314,9 +314,10 @@ def _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code) -
 
 
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    from sweeper.cli import Parser
     from sweeper.schema import METRICS
 
-    parser = argparse.ArgumentParser(prog="python -m sweeper.compare", description=__doc__,
+    parser = Parser(prog="python -m sweeper.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline", help="baseline run folder (results/<sweep>/<run-id>)")
     parser.add_argument("candidate", help="candidate run folder")
@@ -333,6 +334,13 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
+    from sweeper import cli
+
+    return cli.run(lambda: command(argv))
+
+
+def command(argv: Optional[Sequence[str]]) -> int:
     try:
         args = parse(argv)
     except SystemExit as exc:   # argparse: --help is 0, a usage error is 2

@@ -190,7 +190,16 @@ def read_published(run: Path) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.publish", description=__doc__.splitlines()[0])
+    """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
+    from sweeper import cli
+
+    return cli.run(lambda: command(argv))
+
+
+def command(argv: Optional[List[str]]) -> int:
+    from sweeper.cli import Parser
+
+    parser = Parser(prog="python -m sweeper.publish", description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a run folder: results/<sweep>/<run id>")
     args = parser.parse_args(argv)
     try:

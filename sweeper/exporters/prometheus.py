@@ -204,11 +204,36 @@ def serve(path: Path, port: int, host: str = "127.0.0.1", history: Optional[Path
     return start_http_server(port, addr=host, registry=registry)
 
 
+def port_number(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return int(text)
+
+
+def bind(path: Path, args: argparse.Namespace):
+    from sweeper.errors import SweeperError
+
+    try:
+        return serve(path, args.port, args.host, args.history)[0]
+    except OSError as exc:
+        raise SweeperError(f"--port {args.port}: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                           "choose a free port with --port") from None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweeper.exporters.prometheus", description=__doc__,
+    """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
+    from sweeper import cli
+
+    return cli.run(lambda: command(argv))
+
+
+def command(argv: Optional[Sequence[str]]) -> int:
+    from sweeper.cli import Parser
+
+    parser = Parser(prog="python -m sweeper.exporters.prometheus", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run folder, or a sweep folder (its newest run is served)")
-    parser.add_argument("--port", type=int, default=9109)
+    parser.add_argument("--port", type=port_number, default=9109)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     parser.add_argument("--history", type=Path, help="also serve the alerts of this history store (results/history)")
     args = parser.parse_args(argv)
@@ -224,7 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.history is not None and not args.history.is_dir():
         print(f"error: --history {args.history}: no history store there", file=sys.stderr)
         return 2
-    server, _ = serve(path, args.port, args.host, args.history)
+    server = bind(path, args)
     print(f"serving {path} at http://{args.host}:{args.port}/metrics", flush=True)
     try:
         while True:

@@ -175,6 +175,13 @@ COMMANDS = {"list": cmd_list, "trend": cmd_trend, "diff": cmd_diff, "alerts": cm
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
+    from sweeper import cli
+
+    return cli.run(lambda: command(argv))
+
+
+def command(argv: Optional[Sequence[str]]) -> int:
     try:
         args = _parser().parse_args(argv)
         return COMMANDS[args.command](args)

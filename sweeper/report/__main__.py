@@ -7,12 +7,21 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import List, Optional
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
+    """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
+    from sweeper import cli
+
+    return cli.run(lambda: command(argv))
+
+
+def command(argv: Optional[List[str]]) -> int:
+    from sweeper.cli import Parser
     from sweeper.schema import METRICS
 
-    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__)
+    parser = Parser(prog="python -m sweeper.report", description=__doc__)
     parser.add_argument("run_dir")
     parser.add_argument("--metric", choices=METRICS)
     parser.add_argument("--baseline", help='the baseline grid point, e.g. "data.num_workers=0"')

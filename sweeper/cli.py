@@ -1,0 +1,120 @@
+"""The one error boundary of every command (`python -m sweeper`, `.report`, `.compare`,
+`.history`, `.publish`, `.exporters.prometheus`).
+
+A user's mistake is one line on stderr, `error: <key or file>: <what is wrong>; <what to do>`,
+and exit 2; Ctrl-C or SIGTERM is one line and exit 130; anything else is a bug in sweeper
+itself: its traceback, a line saying so, and exit 70. Hydra's own composition and override
+errors (which `hydra.main` would print over several lines and exit 1 for) come here too.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import traceback
+from typing import Callable, Iterator, List, Optional
+
+from sweeper import exitcodes
+from sweeper.errors import SweeperError
+
+BUG_LINE = "this is a bug in sweeper; please report it with the traceback above"
+
+
+def run(entry: Callable[[], Optional[int]], interrupted: str = "interrupted; nothing more was written") -> int:
+    """Calls `entry` and returns the exit code it gives or its failure maps to."""
+    try:
+        with signals_interrupt():
+            return int(entry() or 0)
+    except SystemExit as exc:
+        return exit_status(exc)
+    except KeyboardInterrupt:
+        say(interrupted)
+        return exitcodes.INTERRUPTED
+    except SweeperError as exc:
+        say(f"error: {exc}")
+        return exitcodes.USAGE
+    except Exception as exc:   # a user's file or config, or a bug: decided by its type
+        return fault(exc)
+
+
+def fault(exc: Exception) -> int:
+    from sweeper.faults import user_line
+
+    line = user_line(exc)
+    if line is not None:
+        say(line)
+        return exitcodes.USAGE
+    traceback.print_exc()
+    say(BUG_LINE)
+    return exitcodes.BUG
+
+
+def say(line: str) -> None:
+    print(" ".join(line.split()) if "\n" in line else line, file=sys.stderr, flush=True)
+
+
+def exit_status(exc: SystemExit) -> int:
+    """SystemExit's code as a number (argparse and `--help` exit through it)."""
+    if exc.code is None or isinstance(exc.code, int):
+        return int(exc.code or 0)
+    say(str(exc.code))
+    return exitcodes.USAGE
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGTERM, and SIGINT even where a shell started us with it ignored (a script's background
+    job), raise KeyboardInterrupt, so every phase stops the same way; restored afterwards."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def hydra_raises() -> Iterator[None]:
+    """Hydra's `run_and_report` prints its errors and exits 1; with HYDRA_FULL_ERROR it raises
+    them instead, so `run` can turn them into one line and exit 2."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
+
+
+@contextlib.contextmanager
+def argv_as(argv: List[str]) -> Iterator[None]:
+    """`hydra.main` reads sys.argv; the entry functions take argv as an argument."""
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "sweeper", *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (it prints the usage, then the error)."""
+
+    def error(self, message: str):
+        say(f"error: {message}; see {self.prog} --help")
+        raise SystemExit(exitcodes.USAGE)

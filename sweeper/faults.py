@@ -1,0 +1,166 @@
+"""Which exceptions are a user's mistake, and the one line each gets (read by sweeper.cli).
+
+- Hydra's composition and override errors: the dotted key, what is wrong, what to do.
+- An OSError on a path: the path and the system's reason.
+- A file that cannot be parsed (truncated, garbled, not sweeper's): the file, found in the
+  failing call's arguments, and the parser's first line.
+Anything else returns None: it is a bug in sweeper and keeps its traceback.
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+from typing import Iterator, Optional
+
+KEYS_HINT = "python -m sweeper --cfg job lists every key and its value"
+
+
+def user_line(exc: BaseException) -> Optional[str]:
+    for check in (hydra_line, os_line, damaged_file_line):
+        line = check(exc)
+        if line is not None:
+            return line
+    return None
+
+
+# -- Hydra and OmegaConf ----------------------------------------------------------------
+def hydra_line(exc: BaseException) -> Optional[str]:
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        return missing_config_line(exc.missing_cfg_file, exc.options or [])
+    if isinstance(exc, OverrideParseException):
+        return (f"error: {exc.override}: not a valid override ({first_line(exc.message)}); quote a value "
+                "with brackets, braces or commas: key='value'")
+    if not isinstance(exc, (HydraException, OmegaConfBaseException)):
+        return None
+    cause = omegaconf_cause(exc)
+    if cause is not None and getattr(cause, "full_key", None):
+        return key_line(cause)
+    return composition_line(str(exc))
+
+
+def missing_config_line(missing: str, options) -> str:
+    group, _, name = missing.rpartition("/")
+    if not group:
+        return f"error: {name}: no such config file; check the name"
+    choices = ", ".join(o for o in options if not o.startswith("_")) or "none"
+    return f"error: {group}={name}: no such {group}; choose one of {choices}"
+
+
+def omegaconf_cause(exc: BaseException):
+    from omegaconf.errors import OmegaConfBaseException
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OmegaConfBaseException):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def key_line(cause) -> str:
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    key = cause.full_key
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
+        return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {KEYS_HINT}"
+    what = first_line(cause.msg or str(cause))
+    if "is not Optional" in what or getattr(cause, "value", None) == "":
+        return f"error: {key}: cannot be empty or null; give it a value ({KEYS_HINT})"
+    return f"error: {key}: {plain_type_error(what)}; give a value of the key's type ({KEYS_HINT})"
+
+
+def plain_type_error(what: str) -> str:
+    """OmegaConf's "Value 'abc' of type 'str' could not be converted to Integer" as "'abc' is not an integer"."""
+    converted = re.match(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", what)
+    if converted:
+        kind = converted.group(2).lower()
+        return f"'{converted.group(1)}' is not {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    boolean = re.match(r"Value '(.*)' is not a valid bool", what)
+    return f"'{boolean.group(1)}' is not true or false" if boolean else what
+
+
+def did_you_mean(cause) -> str:
+    parent = getattr(cause, "parent_node", None)
+    keys = [str(k) for k in parent.keys()] if hasattr(parent, "keys") else []
+    close = difflib.get_close_matches(str(cause.key), keys, n=1)
+    if not close:
+        return ""
+    prefix = cause.full_key.rpartition(".")[0]
+    return f" (did you mean {prefix + '.' if prefix else ''}{close[0]}?)"
+
+
+def composition_line(text: str) -> str:
+    """Hydra's own several-line message, as one line led by the key it names."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
+    quoted = re.search(r"'([^']+)'", lines[0]) if lines else None
+    key = quoted.group(1) if quoted else "config"
+    return f"error: {key}: {'; '.join(lines) or 'cannot be composed'}"
+
+
+# -- files ------------------------------------------------------------------------------
+def os_line(exc: BaseException) -> Optional[str]:
+    if not isinstance(exc, OSError) or not getattr(exc, "filename", None):
+        return None
+    reason = exc.strerror or first_line(str(exc))
+    return f"error: {exc.filename}: {reason}; check the path and that it can be read and written"
+
+
+def damaged_types() -> tuple:
+    import json
+    import tarfile
+    import zlib
+
+    types = [json.JSONDecodeError, UnicodeDecodeError, EOFError, tarfile.TarError, zlib.error]
+    with contextlib.suppress(ImportError):
+        import pyarrow
+        types.append(pyarrow.ArrowException)
+    with contextlib.suppress(ImportError):
+        import yaml
+        types.append(yaml.YAMLError)
+    return tuple(types)
+
+
+def damaged_file_line(exc: BaseException) -> Optional[str]:
+    if not isinstance(exc, damaged_types()):
+        return None
+    path = file_in_traceback(exc)
+    if path is None:
+        return None
+    return (f"error: {path}: damaged or not a file sweeper wrote ({type(exc).__name__}: "
+            f"{first_line(str(exc))}); restore it from a copy or move it out of the way")
+
+
+def file_in_traceback(exc: BaseException) -> Optional[str]:
+    """The file the failing call was reading: the innermost frame's argument that names an
+    existing file."""
+    for frame_locals in reversed(list(_frame_locals(exc))):
+        for value in frame_locals.values():
+            if isinstance(value, (str, os.PathLike)) and _is_file(value):
+                return os.fspath(value)
+    return None
+
+
+def _frame_locals(exc: BaseException) -> Iterator[dict]:
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb.tb_frame.f_locals
+        tb = tb.tb_next
+
+
+def _is_file(value) -> bool:
+    try:
+        text = os.fspath(value)
+        return 0 < len(text) < 4096 and "\n" not in text and os.path.isfile(text)
+    except (TypeError, ValueError, OSError):
+        return False
+
+
+def first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
