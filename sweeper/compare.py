@@ -318,7 +318,7 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     from sweeper.schema import METRICS
 
     parser = Parser(prog="python -m sweeper.compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("baseline", help="baseline run folder (results/<sweep>/<run-id>)")
     parser.add_argument("candidate", help="candidate run folder")
     parser.add_argument("--metric", choices=METRICS, default="p95",
