@@ -110,8 +110,9 @@ PROVENANCE = ("started_at", "error_type", "error_message", "overrides", "pid", "
 
 def flat_row(record: Any) -> Dict[str, Any]:
     """The record as one flat row: identity, swept values by dotted key, resources, the probe's
-    figures, the workload's own scalar figures, then provenance. summary.parquet, the analysis,
-    the trackers (W&B, MLflow) and the fleet read a record through this one function."""
+    figures, the workload's own scalar figures, then provenance. summary.parquet, the analysis'
+    summary frame and the trackers (W&B config and summary, MLflow params and metrics) read a
+    record through this one function."""
     record = record.to_dict() if isinstance(record, TrialRecord) else record
     resources, summary = record.get("resources") or {}, record.get("summary") or {}
     row: Dict[str, Any] = {"trial_id": record["trial_id"], "cell_id": record.get("cell_id"),
