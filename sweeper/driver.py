@@ -92,13 +92,13 @@ def checked(jobs: List[Job], root: RootConfig) -> Tuple[Path, List[Trial]]:
 def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed: Optional[Path]) -> int:
     """Starts the executor, runs the trials, publishes the end. A new run folder is created
     here, and goes again if nothing got into it (interrupted or refused before any trial)."""
-    run = created = resumed
-    sweep = None
+    run, created, sweep = resumed, None, None
     executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
     scratch = Path(tempfile.mkdtemp(prefix="sweeper-scratch-"))    # every trial's scratch folder, on this node
     try:
         if resumed is None:
-            run = created = new_run(root, multirun)
+            created = new_run(root, multirun)
+            run = created.path
         shape = executor.start()
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
@@ -113,8 +113,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
     finally:
         executor.close()
         shutil.rmtree(scratch, ignore_errors=True)
-        if created is not resumed:
-            drop_new_run(created)
+        drop_new_run(created)
     return max(code, ended(sweep, root, run))
 
 

@@ -144,7 +144,7 @@ def _suite(job, multirun: Optional[str]) -> int:
         print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
         return exitcodes.LOCKED
     try:
-        return _night(job, new_run(root, multirun), started)
+        return _night(job, new_run(root, multirun).path, started)
     finally:
         lock.close()
 

@@ -11,8 +11,9 @@ trial folders that results.write_trial names as its own (.staging-*, .old-*).
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.plan import Trial
@@ -53,10 +54,17 @@ def check_results_dir(root: RootConfig) -> None:
         raise ConfigError(f"results_dir: {problem}; set results_dir= to a folder you can write")
 
 
-def new_run(root: RootConfig, multirun: Optional[str] = None) -> Path:
+@dataclass(frozen=True)
+class NewRun:
+    path: Path
+    made: Tuple[Path, ...]       # the folders this run created, the run folder first
+
+
+def new_run(root: RootConfig, multirun: Optional[str] = None) -> NewRun:
     """Creates the run folder atomically; takes a suffix when its name is taken (root.run_id
     follows). Writes multirun.yaml (what Hydra launched) into it."""
     planned = planned_run(root)
+    above = _missing(planned.parent)
     try:
         planned.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -72,18 +80,34 @@ def new_run(root: RootConfig, multirun: Optional[str] = None) -> Path:
         root.run_id = name
         if multirun is not None:
             write_bytes_atomic(run / MULTIRUN_FILE, multirun.encode())
-        return run
+        return NewRun(run, (run, *above))
     raise SweeperError(f"run_id: {planned} and {MAX_SUFFIX} suffixed names are taken; give another run_id")
 
 
-def drop_new_run(run: Optional[Path]) -> None:
-    """Removes a run folder this process created when no trial got into it (only multirun.yaml)."""
-    if run is None or not run.is_dir():
+def _missing(folder: Path) -> List[Path]:
+    """`folder` and those above it that do not exist yet, innermost first."""
+    out = []
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def drop_new_run(new: Optional[NewRun]) -> None:
+    """Removes what a new run created when no trial got into it (its run folder holds only
+    multirun.yaml), and the folders above it that it created, if nothing else is in them."""
+    if new is None or not new.path.is_dir():
         return
-    names = {p.name for p in run.iterdir()}
-    trials = run / TRIAL_DIRS
-    if names <= {MULTIRUN_FILE, TRIAL_DIRS} and not (trials.is_dir() and any(trials.iterdir())):
-        shutil.rmtree(run, ignore_errors=True)
+    trials = new.path / TRIAL_DIRS
+    if not {p.name for p in new.path.iterdir()} <= {MULTIRUN_FILE, TRIAL_DIRS} or \
+            (trials.is_dir() and any(trials.iterdir())):
+        return
+    shutil.rmtree(new.path, ignore_errors=True)
+    for folder in new.made[1:]:
+        try:
+            folder.rmdir()            # only an empty one: another sweep may have started inside meanwhile
+        except OSError:
+            return
 
 
 def resumed_run(root: RootConfig) -> Path:

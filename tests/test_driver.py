@@ -263,6 +263,14 @@ def test_resume_outside_results_dir_is_refused_and_touches_nothing(sweep, tmp_pa
         ["results", "victim", "victim/trials", "victim/trials/.keep", "victim/trials/.keep/f"]
 
 
+def test_a_folder_above_the_run_that_was_there_before_stays(sweep, tmp_path, monkeypatch, sigterm_would_kill):
+    (tmp_path / "results").mkdir()
+    monkeypatch.setattr(FakeExecutor, "start", lambda self: os.kill(os.getpid(), signal.SIGTERM))
+    code, _ = sweep()
+    assert code == exitcodes.INTERRUPTED and os.listdir(tmp_path) == ["results"]
+    assert os.listdir(tmp_path / "results") == []
+
+
 def test_a_taken_run_id_gets_a_suffix_and_each_run_keeps_its_own_trials(sweep, tmp_path):
     sweep(grid={"workload.seed": [0]})
     sweep(grid={"workload.seed": [1]})
@@ -316,12 +324,12 @@ def test_sigterm_while_planning_is_one_line_130_and_nothing_written(sweep, tmp_p
     assert not (tmp_path / "results").exists()
 
 
-def test_sigterm_before_any_trial_removes_the_new_run_folder(sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
+def test_sigterm_before_any_trial_removes_the_new_run_folder_and_what_it_made_above(sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
     monkeypatch.setattr(FakeExecutor, "start", lambda self: os.kill(os.getpid(), signal.SIGTERM))
     code, fake = sweep()
     assert (code, capsys.readouterr().err.strip()) == (exitcodes.INTERRUPTED,
                                                        "interrupted before any trial started: nothing was kept")
-    assert os.listdir(tmp_path / "results" / "single") == [] and fake.closed
+    assert not (tmp_path / "results").exists() and fake.closed       # nor the folders above the run's
 
 
 def test_sigterm_while_publishing_is_one_line_and_resume_publishes_again(sweep, tmp_path, capsys, monkeypatch,

@@ -122,6 +122,7 @@ class RayExecutor(Executor):
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
+        self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
         ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
                  _system_config={"prestart_worker_first_driver": False}, **kwargs)
         return True
