@@ -118,6 +118,21 @@ def test_an_error_line_that_quotes_a_value_is_redacted(remembered):
     assert str(error) == "data.url='pipe:curl -s https://***@host/x.tar': 1 of 1 shard(s) do not exist"
 
 
+def test_the_launcher_hands_on_multirun_yaml_redacted_and_remembers_the_credentials(remembered):
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.sweeper_ray_launcher._redact import redacted_yaml, remember_credentials
+
+    config = OmegaConf.create({"data": {"url": "pipe:curl https://u:PASSW0RD-9@h/x.tar", "cache": "${oc.env:HOME}"},
+                               "hydra": {"overrides": {"task": ["+workload.params.api_token=tok-123456"]}}})
+    remember_credentials(config, [["+workload.params.api_token=tok-123456"]])
+    text = redacted_yaml(config)
+    assert "PASSW0RD-9" not in text and "tok-123456" not in text
+    assert "https://***@h/x.tar" in text and "api_token=[redacted]" in text and "${oc.env:HOME}" in text
+    assert redact_text("the workload printed tok-123456 and PASSW0RD-9") == \
+        "the workload printed [redacted] and ***"                # anywhere, from now on
+
+
 # MLflow at a server whose URI carries a password (unreachable: MLflow says so in one line), and
 # MLflow's own store in the run folder (mlflow.db and mlruns/ then hold every param and tag)
 TRACKING = {"uri-with-password": [f"mlflow.tracking_uri=http://bob:{URI_PASSWORD}@127.0.0.1:9"],
