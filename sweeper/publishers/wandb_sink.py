@@ -286,7 +286,8 @@ def alert(end) -> Optional[str]:
     if wandb is None:
         return "W&B alert skipped: wandb is not installed"
     with wandb.init(project=cfg["project"], entity=cfg["entity"], job_type="history-alert",
-                    dir=str(cfg.get("dir") or "."), reinit="create_new") as run:
+                    dir=str(cfg.get("dir") or "."), reinit="create_new",
+                    settings=_quiet_settings(wandb, init_timeout=ONLINE_INIT_TIMEOUT_S)) as run:
         run.alert(title=f"sweeper: {len(found)} regression(s)", text="\n".join(a.line() for a in found),
                   level=wandb.AlertLevel.WARN)
     return None
