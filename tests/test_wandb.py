@@ -71,7 +71,8 @@ def wandb_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("wb") / "run"
     shutil.copytree(DATA / "sleepy-a", run)
     records = read_records(run)
-    root = {"wandb": {"enabled": True, "mode": "offline"}, "report": {"enabled": False}}
+    root = {"wandb": {"enabled": True, "mode": "offline"}, "report": {"enabled": False},
+            "history": {"enabled": False}}      # no store in the working directory
     trials = [next(r for r in records if r["is_baseline"]), next(r for r in records if not r["is_baseline"])]
     trials[1] = {**trials[1], "overrides": trials[1]["overrides"] + [f"+ray.runtime_env.env_vars.TOKEN={SECRET}"]}
     trials[1] = redact(trials[1])         # as the driver hands every record on: redacted once, where it enters
