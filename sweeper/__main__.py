@@ -42,7 +42,7 @@ def quote_shard_patterns(argv: list) -> list:
     return out
 
 
-INTERRUPTED = "interrupted; finished trials were kept: add resume=latest to the same command to finish the sweep"
+INTERRUPTED = "while starting or ending: finished trials are kept; add resume=latest to the same command to finish the sweep"
 
 
 def main(argv: Optional[List[str]] = None) -> int:

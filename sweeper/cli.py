@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import traceback
 from typing import Callable, Iterator, List, Optional
@@ -22,16 +21,19 @@ from sweeper.errors import SweeperError
 BUG_LINE = "this is a bug in sweeper; please report it with the traceback above"
 
 
-def run(entry: Callable[[], Optional[int]], interrupted: str = "interrupted; nothing more was written") -> int:
-    """Calls `entry` and returns the exit code it gives or its failure maps to."""
+def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finished: nothing more was written") -> int:
+    """Calls `entry` and returns the exit code it gives or its failure maps to. SIGINT and
+    SIGTERM stop every phase the same way (sweeper.interrupts), even where a shell started
+    the command with SIGINT ignored."""
+    from sweeper import interrupts
+
     try:
-        with signals_interrupt():
+        with interrupts.stop_signals():
             return int(entry() or 0)
     except SystemExit as exc:
         return exit_status(exc)
     except KeyboardInterrupt:
-        say(interrupted)
-        return exitcodes.INTERRUPTED
+        return interrupts.interrupted(interrupted)
     except SweeperError as exc:
         say(f"error: {exc}")
         return exitcodes.USAGE
@@ -61,29 +63,6 @@ def exit_status(exc: SystemExit) -> int:
         return int(exc.code or 0)
     say(str(exc.code))
     return exitcodes.USAGE
-
-
-@contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """SIGTERM, and SIGINT even where a shell started us with it ignored (a script's background
-    job), raise KeyboardInterrupt, so every phase stops the same way; restored afterwards."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -32,8 +32,8 @@ ENTRIES = {"sweeper": "sweeper.__main__", "report": "sweeper.report.__main__", "
 BASE = ("executor=local", "repeats=1", "wandb.enabled=false", "report.enabled=false", "workload.steps=3",
         "workload.warmup_steps=1")
 LEADS = {BAD: "error: ", INTERRUPTED: "interrupted", NOT_PUBLISHED: "not published: "}   # else "<what>: "
-SAYS_WHAT_TO_DO = re.compile(r"; \S|\b(must|needs?|choose|use|set|give|add|drop|remove|check|run|install|see|try|"
-                             r"quote|restore|move|rename|pick|delete|free)\b", re.IGNORECASE)
+SAYS_WHAT_TO_DO = re.compile(r"; \S|\b(must|needs?|choose|use|give|add|drop|remove|check|install|see|try|quote|"
+                             r"restore|move|rename|pick|delete)\b", re.IGNORECASE)
 Snapshot = Dict[str, Tuple[bool, int, int]]
 FAULT_LINES = os.environ.get("SWEEPER_FAULT_LINES") and os.path.abspath(os.environ["SWEEPER_FAULT_LINES"])
 

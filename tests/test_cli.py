@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from sweeper.errors import SweeperError
 from tests.conftest import ROOT
 
 SWEEPS = sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
@@ -69,3 +70,59 @@ def test_help_imports_neither_ray_torch_nor_wandb():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stderr, result.stderr[-2000:]
     assert "data:" in result.stdout and "num_workers" in result.stdout
+
+
+# -- the one error boundary (sweeper.cli), in-process -----------------------------------------
+def _raises(exc):
+    def entry():
+        raise exc
+    return entry
+
+
+@pytest.mark.parametrize("exc, code, line", [
+    (SweeperError("data.url: no shards; give a pattern"), 2,
+     "error: data.url: no shards; give a pattern"),
+    (KeyboardInterrupt(), 130, "interrupted before it finished: nothing more was written"),
+    (PermissionError(13, "Permission denied", "/srv/results"), 2,
+     "error: /srv/results: Permission denied; check the path and that it can be read and written"),
+    (SystemExit(2), 2, None),
+])
+def test_the_boundary_maps_each_failure_to_its_code_and_one_line(exc, code, line, capsys):
+    from sweeper import cli
+
+    assert cli.run(_raises(exc)) == code
+    err = capsys.readouterr().err.splitlines()
+    assert err == ([line] if line else [])
+
+
+def test_a_bug_keeps_its_traceback_and_says_it_is_one(capsys):
+    from sweeper import cli
+
+    assert cli.run(_raises(AttributeError("'list' object has no attribute 'within_stratum'"))) == 70
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("Traceback") and err[-2].startswith("AttributeError") and err[-1] == cli.BUG_LINE
+
+
+def test_a_damaged_file_is_named_from_the_call_that_read_it(tmp_path, capsys):
+    import json
+
+    from sweeper import cli
+
+    path = tmp_path / "trial.json"
+    path.write_text('{"trial_id": "ab')
+
+    def read_record():
+        return json.loads(path.read_text())
+    assert cli.run(read_record) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {path}: damaged or not a file sweeper wrote (JSONDecodeError")
+
+
+def test_usage_errors_are_one_line(capsys):
+    from sweeper import cli
+
+    parser = cli.Parser(prog="python -m sweeper.report")
+    parser.add_argument("--metric", choices=["p50", "p95"])
+    assert cli.run(lambda: parser.parse_args(["--metric", "p99"])) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: argument --metric: invalid choice: 'p99' (choose from 'p50', 'p95'); see python -m sweeper.report --help"]

@@ -239,7 +239,8 @@ def command(argv: Optional[Sequence[str]]) -> int:
     args = parser.parse_args(argv)
     path = Path(args.run_dir)
     if latest_run(path) is None:
-        print(f"error: {path} holds no run with a summary.parquet", file=sys.stderr)
+        print(f"error: {path}: holds no run with a summary.parquet; give a run folder or a sweep folder "
+              "(results/<sweep>[/<run id>])", file=sys.stderr)
         return 2
     try:
         import prometheus_client  # noqa: F401

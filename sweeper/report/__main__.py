@@ -33,7 +33,7 @@ def command(argv: Optional[List[str]]) -> int:
 
     run = Path(args.run_dir)
     if not (run / "summary.parquet").exists():
-        print(f"error: {run} is not a run folder (no summary.parquet)", file=sys.stderr)
+        print(f"error: {run} is not a run folder (no summary.parquet); give one: results/<sweep>/<run id>", file=sys.stderr)
         return 2
     try:
         cfg = run_analysis_config(run)
