@@ -26,6 +26,7 @@ import json
 import os
 import pickle
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -72,7 +73,20 @@ def _child(request: dict, zygote: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.environ.update(request.get("env", {}))
-    containment.keep(lambda: _trial(scratch))
+    containment.keep(lambda: _trial(scratch), after=lambda: _drop_if_orphaned(scratch, zygote))
+
+
+def drop_scratch(scratch: Path) -> None:
+    """A trial's scratch folder that no host will read any more (it holds the host's spec.pkl)."""
+    if (scratch / "spec.pkl").is_file():
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _drop_if_orphaned(scratch: Path, zygote: int) -> None:
+    """The keeper, its trial ended: with the zygote gone (its Ray worker killed), so is the host
+    that would have read the scratch folder."""
+    if os.getppid() != zygote:
+        drop_scratch(scratch)
 
 
 def _trial(scratch: Path) -> None:
@@ -144,6 +158,8 @@ class Zygote:
         self.host_of: Dict[int, socket.socket] = {}      # child pid -> the connection that asked
         self.keepers: Set[int] = set()                   # children that are keepers, until reaped
         self.doomed: Dict[int, float] = {}               # keeper -> when its group gets SIGKILL
+        self.scratch_of: Dict[int, Path] = {}            # keeper -> its trial's scratch folder
+        self.abandoned: Set[int] = set()                 # keepers whose host hung up
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         os.set_blocking(wake_read, False)
@@ -189,6 +205,7 @@ class Zygote:
                 other.close()
             _child(request, zygote)
         self.keepers.add(pid)
+        self.scratch_of[pid] = Path(request["scratch"])
         self.trial_of[conn] = pid
         self.host_of[pid] = conn
         _send(conn, {"pid": pid})
@@ -208,6 +225,10 @@ class Zygote:
                 break
             self.keepers.discard(pid)
             self.doomed.pop(pid, None)
+            scratch = self.scratch_of.pop(pid, None)
+            if pid in self.abandoned and scratch is not None:     # its host hung up: nobody reads it
+                drop_scratch(scratch)
+            self.abandoned.discard(pid)
             conn = self.host_of.pop(pid, None)
             if conn is not None:
                 self.trial_of.pop(conn, None)
@@ -220,6 +241,7 @@ class Zygote:
         if pid is not None:          # the host was cancelled or died: its trial goes too
             _stop(pid)               # the keeper ends the whole tree; its group gets SIGKILL if it hangs
             self.doomed[pid] = time.monotonic() + STOP_GRACE_S
+            self.abandoned.add(pid)
             self.host_of.pop(pid, None)
         self.selector.unregister(conn)
         self.buffers.pop(conn, None)

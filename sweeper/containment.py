@@ -249,16 +249,21 @@ def _next_signal() -> Optional[int]:
     return None if info is None else info.si_signo
 
 
-def keep(trial: Callable[[], None]) -> NoReturn:
+def keep(trial: Callable[[], None], after: Optional[Callable[[], None]] = None) -> NoReturn:
     """Runs in the process that will stand for the trial (the zygote's fork): become a subreaper,
-    fork the real trial, wait for it, then end every process below, whichever way it ended.
-    Never returns: an error here must not carry the fork back into the caller's code."""
+    fork the real trial, wait for it, then end every process below, whichever way it ended,
+    then call `after`. Never returns: an error here must not carry the fork back into the caller's code."""
     try:
         code = _keep(trial)
     except BaseException:
         traceback.print_exc()
         kill_descendants()
         code = 70
+    try:
+        if after is not None:
+            after()
+    except BaseException:
+        traceback.print_exc()
     _exit_like(code)
 
 

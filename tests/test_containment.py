@@ -143,6 +143,14 @@ def start_trial(path, tmp_path):
     return conn, keeper, procs
 
 
+def wait_gone(path, within_s=10.0):
+    """Until `path` is gone: the zygote removes it right after it reaps the keeper."""
+    deadline = time.monotonic() + within_s
+    while path.exists():
+        assert time.monotonic() < deadline, f"{path} is still there"
+        time.sleep(0.02)
+
+
 def test_escapees_are_gone_when_the_host_hangs_up(node_zygote, tmp_path):
     path, zygote = node_zygote
     conn, keeper, procs = start_trial(path, tmp_path)
@@ -150,6 +158,7 @@ def test_escapees_are_gone_when_the_host_hangs_up(node_zygote, tmp_path):
         conn.close()                                 # a Ray worker that died mid-trial
         assert left_after(procs + processes([keeper]), within_s=10) == []
         assert zygote.poll() is None
+        wait_gone(tmp_path / "scratch")              # no host will read it: the zygote removes it
     finally:
         end(procs)
 
@@ -175,6 +184,7 @@ def test_escapees_are_gone_when_the_zygote_dies(node_zygote, tmp_path):
         zygote.kill()
         zygote.wait(timeout=10)
         assert left_after(procs + processes([keeper]), within_s=10) == []
+        assert not (tmp_path / "scratch").exists()   # the keeper, its zygote gone, removed it before it ended
     finally:
         conn.close()
         end(procs)
