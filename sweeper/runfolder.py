@@ -10,6 +10,7 @@ trial folders that results.write_trial names as its own (.staging-*, .old-*).
 """
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,7 @@ def resumed_run(root: RootConfig) -> Path:
     results = results_root(root)
     runs = contained(results / root.sweep.name, results, "sweep.name")
     if root.resume == "latest":
-        earlier = sorted(p for p in runs.iterdir() if (p / TRIAL_DIRS).is_dir()) if runs.is_dir() else []
+        earlier = sorted((p for p in runs.iterdir() if (p / TRIAL_DIRS).is_dir()), key=_in_order) if runs.is_dir() else []
         if not earlier:
             raise ConfigError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}; "
                               f"start a new run without resume")
@@ -129,6 +130,12 @@ def resumed_run(root: RootConfig) -> Path:
     contained(run / TRIAL_DIRS, results, "resume")
     root.run_id = run.name
     return run
+
+
+def _in_order(run: Path) -> list:
+    """Run ids in the order they were taken: by name, numbers as numbers (20261201-171007-10
+    after 20261201-171007-2, which follows 20261201-171007)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", run.name)]
 
 
 def _named_run(resume: str, runs: Path, results: Path) -> Path:

@@ -192,6 +192,15 @@ def test_resume_runs_only_what_did_not_finish_in_the_same_folder(sweep, tmp_path
     assert "resuming" in capsys.readouterr().out
 
 
+def test_resume_latest_takes_the_last_run_id_taken_numbers_as_numbers(sweep, tmp_path):
+    for _ in range(11):                       # r1, r1-2 ... r1-11
+        sweep(grid={"workload.seed": [0]})
+    (tmp_path / "results" / "single" / "r1-11" / "summary.parquet").unlink()
+    code, fake = sweep(grid={"workload.seed": [0]}, resume="latest")
+    assert (code, fake.submitted) == (0, [])
+    assert (tmp_path / "results" / "single" / "r1-11" / "summary.parquet").exists()
+
+
 def test_resume_removes_only_its_own_half_written_folders(sweep, tmp_path):
     sweep(grid={"workload.seed": [0]})
     trials = tmp_path / "results" / "single" / "r1" / "trials"
