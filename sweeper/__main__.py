@@ -22,8 +22,9 @@ CONF_DIR = str(conf_dir())   # inside the installed package, or the checkout's c
 def run_in_process(cfg: DictConfig) -> None:
     """Hydra's task function. The sweeper launcher runs every sweep itself and never calls it;
     another launcher (hydra/launcher=basic) would, and is refused with what to use instead."""
-    print("error: hydra/launcher: only the sweeper launcher runs sweeps; for trials inside this "
-          "process (a debugger, a profiler) use executor=local", file=sys.stderr)
+    from sweeper.entry import OTHER_LAUNCHER
+
+    print(f"error: {OTHER_LAUNCHER}", file=sys.stderr)
     exitcodes.report(exitcodes.USAGE)
 
 

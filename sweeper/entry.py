@@ -10,6 +10,10 @@ from sweeper import exitcodes
 from sweeper.sweep import Job
 
 
+OTHER_LAUNCHER = ("hydra/launcher: only the sweeper launcher runs sweeps; for trials inside this process "
+                  "(a debugger, a profiler) use executor=local")
+
+
 def run_jobs(jobs: List[Job], multirun: Optional[str] = None) -> int:
     """Runs the composed jobs; returns the exit code (sweeper.exitcodes). `multirun`: the
     text of multirun.yaml (what Hydra launched), written into the run folder once it exists."""

@@ -318,3 +318,14 @@ def test_the_suite_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path):
     night = next((tmp_path / "results" / "overnight").iterdir())
     manifest = json.loads((night / "night.json").read_text())
     assert manifest["exit_code"] == 130 and manifest["sweeps"][0]["status"] == "interrupted"
+
+
+def test_another_launcher_is_refused_before_hydra_writes_a_folder(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                             "hydra/launcher=basic"], cwd=tmp_path, env=sweeper_env(tmp_path),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: hydra/launcher: only the sweeper launcher runs sweeps; for trials inside this process "
+        "(a debugger, a profiler) use executor=local"]
+    assert list(tmp_path.iterdir()) == []

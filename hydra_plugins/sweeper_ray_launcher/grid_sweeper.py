@@ -7,12 +7,13 @@ every job itself before any trial starts, so the first pass only doubles the sta
 (about 0.1 s a job). BasicSweeper also creates `hydra.sweep.dir` and writes
 multirun.yaml into it before anything is checked; with the sweeper's launcher the driver
 creates the run folder itself, atomically and inside results_dir, only once trials will
-run, and writes multirun.yaml there (sweeper/runfolder.py). With any other launcher
-(hydra/launcher=basic) both stay as Hydra does them.
+run, and writes multirun.yaml there (sweeper/runfolder.py). Any other launcher
+(hydra/launcher=basic) is refused in one line before anything is written.
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+import sys
+from typing import Any, List
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -25,13 +26,14 @@ def _ours(launcher) -> bool:
 
 
 class SweeperGridSweeper(BasicSweeper):
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        if not _ours(self.launcher):
-            super().validate_batch_is_legal(batch)
-
     def sweep(self, arguments: List[str]) -> Any:
-        if not _ours(self.launcher):
-            return super().sweep(arguments)
+        if not _ours(self.launcher):    # refused before Hydra writes a folder for it
+            from sweeper import exitcodes
+            from sweeper.entry import OTHER_LAUNCHER
+
+            print(f"error: {OTHER_LAUNCHER}", file=sys.stderr)
+            exitcodes.report(exitcodes.USAGE)
+            return []
         params = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
