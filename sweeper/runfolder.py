@@ -128,6 +128,7 @@ def resumed_run(root: RootConfig) -> Path:
         raise ConfigError(f"resume: no run folder with trials at {run}; give latest, a run id under {runs}, "
                           f"or a run folder inside results_dir")
     contained(run / TRIAL_DIRS, results, "resume")
+    read_records(run)             # a damaged trial.json is named now, before anything starts
     root.run_id = run.name
     return run
 

@@ -220,7 +220,7 @@ def test_resume_with_a_damaged_trial_json_is_one_line_naming_the_file(sweep, tmp
     capsys.readouterr()
     code, fake = sweep(grid={"workload.seed": [0]}, resume="latest")
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == exitcodes.USAGE and fake.submitted == []
+    assert code == exitcodes.USAGE and fake.submitted == [] and not fake.closed     # found before it started
     assert len(err) == 1 and err[0].startswith(f"error: {path}: not a complete trial record")
 
 
