@@ -100,7 +100,7 @@ def composition_line(text: str) -> str:
     lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
     quoted = re.search(r"'([^']+)'", lines[0]) if lines else None
     key = quoted.group(1) if quoted else "config"
-    return f"error: {key}: {'; '.join(lines) or 'cannot be composed'}"
+    return f"error: {key}: {'; '.join(line.rstrip('.') for line in lines) or 'cannot be composed'}"
 
 
 # -- files ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class Case:
     send: str = ""                    # slow cases: the signal sent once `when` exists
     when: str = ""                    # slow cases: a glob under {T} (or cache/...) that marks the phase
     background: bool = False          # slow cases: started as a script's background job (SIGINT ignored)
+    env: Tuple[Tuple[str, str], ...] = ()   # slow cases: more environment
 
     def doc_input(self) -> str:
         prefix = "python -m sweeper" + ("" if self.command == "sweeper" else f".{self.command}".replace(
@@ -328,6 +329,9 @@ SLOW_CASES = [
     Case("sigterm-while-ray-trial-runs", "11b", ("workload.target=tests.workloads_for_tests:hangs_with_children",
          "+workload.params.pid_file={R}/children.pid", "executor=ray"), INTERRUPTED, "interrupted", slow=True,
          send="SIGTERM", when="results/children.pid"),
+    Case("wandb-online-unreachable", "13", (QUICK, "repeats=2", "wandb.enabled=true", "wandb.mode=online"), OK,
+         "wandb", slow=True, env=(("WANDB_BASE_URL", "http://127.0.0.1:9"), ("WANDB_API_KEY", "x" * 40),
+                                  ("WANDB_MODE", "online"))),
     Case("daemon-of-a-local-trial", "11c", ("workload.target=daemon_mod:run", "+workload.params.pid_file={R}/daemon.pid"),
          OK, lines=0, setup=with_module("daemon_mod", files.DAEMON), slow=True),
 ]

@@ -268,6 +268,8 @@ def test_bad_input_in_a_process(case: Case, session, tmp_path, monkeypatch):
     environment(monkeypatch, tmp_path, session)
     if case.setup:
         case.setup(ctx)
+    for key, value in case.env:
+        monkeypatch.setenv(key, value)
     if "executor=ray" in case.args:     # Ray's socket paths must stay under 108 bytes: not under tmp_path
         monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     before, cache_before = snapshot(tmp_path), snapshot(session.cache)
