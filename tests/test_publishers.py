@@ -135,3 +135,22 @@ def test_history_append_refuses_a_run_from_mismatched_machines_unless_mixed(anal
     assert "torch" in err[0] and "'9.9.9'" in err[0] and not store.exists()
     assert cli.main(["--store", str(store), "append", "--mix-machines", str(run)]) == 0
     assert f"{run}: history: appended to {store}" in capsys.readouterr().out
+
+
+def test_the_night_check_reads_each_runs_record_and_the_morning_report_gets_its_notes(analysed, tmp_path):
+    """The overnight suite's hook, in-process: the alerts each sweep's end recorded beside its run
+    (the one file read back, by sweeper/history/night.py) and morning.html with the runs' notes."""
+    from sweeper.history import morning
+
+    night = tmp_path / "night"
+    run = night / "same-a" / "n1"
+    shutil.copytree(analysed[0], run)
+    store = tmp_path / "store"
+    history.append_run(store, run)
+    history.write_recorded(run, history.Recorded(store, (ALERT,), f"history: appended to {store}"),
+                           ["W&B alert skipped: wandb.mode=offline (an alert needs a live online run)"])
+    manifest = {"suite": "overnight", "night": "n1", "sweeps": [{"name": "same-a", "run": "same-a/n1", "status": "ok"}]}
+    assert morning.night_end(night, manifest) == [ALERT.to_dict()]
+    page = (night / morning.MORNING).read_text()
+    assert "<h1>Morning report: overnight n1</h1>" in page
+    assert "W&amp;B alert skipped: wandb.mode=offline" in page
