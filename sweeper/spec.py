@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -143,12 +144,26 @@ def _load(spec_path: Optional[str], target: str) -> WorkloadSpec:
         if not isinstance(found, WorkloadSpec):
             raise ConfigError(f"workload.spec={spec_path!r}: no WorkloadSpec named {attr or 'SPEC'!r} there")
         if found.target in (None, target):
+            _check_findable(target)
             return found
     module_name, _, function = target.partition(":")
     module = _import(module_name, "workload.target", target)
     _check_callable(module, function, target)
     found = getattr(module, "SPEC", None)
     return found if isinstance(found, WorkloadSpec) else DEFAULT_SPEC
+
+
+def _check_findable(target: str) -> None:
+    """A target its spec describes is not imported while planning (it may import torch), but its
+    module must be there."""
+    module_name = target.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(f"workload.target={target!r}: no module {module_name!r} on the path; "
+                          f"is it on PYTHONPATH (run from its folder)?")
 
 
 def _check_callable(module, function: str, target: str) -> None:

@@ -182,3 +182,12 @@ def test_a_shipped_workload_refuses_params_it_does_not_read(workload):
         plan_trials([([], root)], LAPTOP)
     root.workload.params = {}
     assert len(plan_trials([([], root)], LAPTOP)) == 1
+
+
+def test_a_target_its_spec_describes_must_be_findable_though_it_is_not_imported(tmp_path, monkeypatch):
+    (tmp_path / "spec_only_here.py").write_text(
+        "from sweeper.spec import WorkloadSpec\nSPEC = WorkloadSpec(name='ghost', target='ghost_module:run')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    root = root_config_from_dict({"workload": {"target": "ghost_module:run", "spec": "spec_only_here:SPEC"}})
+    with pytest.raises(ConfigError, match=r"^workload\.target='ghost_module:run': no module 'ghost_module' on the path"):
+        plan_trials([([], root)], LAPTOP)
