@@ -154,3 +154,16 @@ def test_the_night_check_reads_each_runs_record_and_the_morning_report_gets_its_
     page = (night / morning.MORNING).read_text()
     assert "<h1>Morning report: overnight n1</h1>" in page
     assert "W&amp;B alert skipped: wandb.mode=offline" in page
+
+
+def test_the_report_shows_the_regressions_the_history_handed_it(analysed, tmp_path):
+    from sweeper.publishers import report_sink
+
+    run = tmp_path / "run"
+    shutil.copytree(analysed[0], run)
+    end = publishers.SweepEnd(run, analysed[1], analysed[2], {"report": {"enabled": True}},
+                              history.Recorded(tmp_path / "store", (ALERT,)))
+    report_sink.on_sweep_end(end)
+    md = (run / "report.md").read_text()
+    assert f"## Regressions across nights (1)\n\n- {ALERT.line()}\n" in md
+    assert "Regressions across nights (1)</h2>" in (run / "report.html").read_text()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 
 FIGURES_DIR = "report_figures"
@@ -47,11 +47,13 @@ class Report:
     scaling: Any = ([], [])                              # tables.scaling_table
     fleet: Any = None            # (header, rows): each device against its peers; no rows: not a fleet run
     verdicts_title: str = "Verdicts against the baseline"   # tables.verdicts_title: with strata, each one's
+    regressions: List[str] = field(default_factory=list)   # the run's alerts across nights (sweeper.history)
     pairs: List[str] = field(default_factory=list)       # tables.pairs: each microbenchmark's own comparison, last
 
 
-def build(run: Path, data, analysis) -> Report:
-    """The report of a run from its RunData and Analysis (sweeper.analysis.run.analyze_run)."""
+def build(run: Path, data, analysis, regressions: Sequence[str] = ()) -> Report:
+    """The report of a run from its RunData and Analysis (sweeper.analysis.run.analyze_run);
+    `regressions`: the lines of the alerts the history found for it (sweeper.history.Recorded)."""
     from sweeper.analysis.recommend import recommendation_lines
     from sweeper.report import figures, tables
 
@@ -69,16 +71,17 @@ def build(run: Path, data, analysis) -> Report:
                   statistics=tables.cell_statistics(analysis), failures=tables.failures(data.records),
                   figures=figs, pitfalls=tables.pitfall_lines(analysis), overlap=tables.overlap_table(analysis),
                   scaling=tables.scaling_table(analysis), fleet=tables.fleet(analysis),
-                  verdicts_title=tables.verdicts_title(analysis), pairs=tables.pairs(analysis))
+                  verdicts_title=tables.verdicts_title(analysis), pairs=tables.pairs(analysis),
+                  regressions=list(regressions))
 
 
-def write_report(run_dir, data, analysis) -> Tuple[Path, Path]:
+def write_report(run_dir, data, analysis, regressions: Sequence[str] = ()) -> Tuple[Path, Path]:
     """Writes report.html, report.md and report_figures/*.png into the run folder."""
     from sweeper.files import write_bytes_atomic, write_text_atomic
     from sweeper.report import html, markdown
 
     run = Path(run_dir)
-    report = build(run, data, analysis)
+    report = build(run, data, analysis, regressions)
     (run / FIGURES_DIR).mkdir(exist_ok=True)
     for figure in report.figures:
         if figure.png is not None:

@@ -51,6 +51,9 @@ def render(report) -> str:
         parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in report.notes] + ["</ul>"]
+    if report.regressions:
+        parts += [f"<h2>Regressions across nights ({len(report.regressions)})</h2>", "<ul>"]
+        parts += [f'<li class="note">{escape(line)}</li>' for line in report.regressions] + ["</ul>"]
     if report.pitfalls:
         parts += ["<h2>Warnings</h2>", "<ul>"] + [f'<li class="note">{escape(w)}</li>' for w in report.pitfalls]
         parts += ["</ul>"]

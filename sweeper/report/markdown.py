@@ -29,6 +29,9 @@ def render(report) -> str:
         lines += ["## Recommendation", ""] + [f"- {line}" for line in report.recommendation] + [""]
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
+    if report.regressions:
+        lines += [f"## Regressions across nights ({len(report.regressions)})", ""]
+        lines += [f"- {line}" for line in report.regressions] + [""]
     if report.pitfalls:
         lines += ["## Warnings", ""] + [f"- {line}" for line in report.pitfalls] + [""]
     if report.overlap[1]:
