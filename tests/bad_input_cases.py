@@ -284,6 +284,8 @@ CASES = [
     Case("prometheus-port-in-use", "9g", ("{RUN}", "--port", "{PORT}"), BAD, "--port", command="prometheus",
          setup=port_taken),
     Case("prometheus-no-run", "9g", ("{T}",), BAD, "{T}", command="prometheus"),
+    Case("prometheus-no-history-store", "9g", ("{RUN}", "--history", "{T}/nohist"), BAD, "--history",
+         command="prometheus", setup=with_run),
     # publish
     Case("publish-without-key", "intro", RUN, NOT_PUBLISHED, "{RUN}", command="publish", setup=with_report_spec),
     Case("publish-not-a-run", "intro", ("{T}",), BAD, "{T}", command="publish"),

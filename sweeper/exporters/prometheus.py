@@ -248,7 +248,7 @@ def command(argv: Optional[Sequence[str]]) -> int:
         print("error: prometheus_client is not installed: pip install prometheus-client", file=sys.stderr)
         return 2
     if args.history is not None and not args.history.is_dir():
-        print(f"error: --history {args.history}: no history store there", file=sys.stderr)
+        print(f"error: --history {args.history}: no history store there; give <results_dir>/history", file=sys.stderr)
         return 2
     server = bind(path, args)
     print(f"serving {path} at http://{args.host}:{args.port}/metrics", flush=True)
