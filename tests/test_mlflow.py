@@ -202,3 +202,26 @@ def test_a_resumed_run_keeps_its_parent(sweeper_cli, tmp_path):
     failed = [r for r in children if r.info.status == "FAILED"]
     assert len(failed) == 2 and failed[0].info.run_name == failed[1].info.run_name
     assert state["trials"][failed[0].info.run_name] == max(failed, key=lambda r: r.info.start_time).info.run_id
+
+
+@pytest.mark.slow
+def test_the_sweeps_run_holds_the_regressions_the_history_handed_it(tmp_path):
+    """In-process on a copied run: the sweep-end view gets the history's alerts as data."""
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    from sweeper import history
+    from sweeper.analysis.run import analyze_run
+    from sweeper.history.detect import Alert
+    from sweeper.schema import AnalysisConfig
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    data, analysis = analyze_run(run, AnalysisConfig(), n_resamples=20)
+    alert = Alert("m", "same-a", "c", "batch_size=16", "p95", "r2", "d", 2.0, "r1", 1.0, 2.0, 0.01, "slower", "r2",
+                  "significant")
+    recorded = history.Recorded(tmp_path / "store", (alert,))
+    mlflow_sink.on_sweep_end(publishers.SweepEnd(run, data, analysis, {"mlflow": {"enabled": True}}, recorded))
+    state = json.loads((run / "mlflow.json").read_text())
+    parent = MlflowClient(tracking_uri=state["tracking_uri"]).get_run(state["parent_run_id"]).data
+    assert parent.tags["sweeper.regressions"] == alert.line() and parent.metrics["regressions"] == 1.0

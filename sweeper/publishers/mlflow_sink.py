@@ -13,7 +13,8 @@ trial id:
   artifacts  the trial folder (trial.json, steps.parquet, config.yaml, trial.log, ...)
 The sweep's run, named by the run id: the analysis' per-cell table (cells.parquet and
 cells.csv as cells_files wrote them from the Analysis), report.html/md and its figures,
-summary.parquet; the recommended cell as tags and params, its value and gain as metrics.
+summary.parquet; the recommended cell as tags and params, its value and gain as metrics; the
+run's regressions across nights (the history's alerts) as a tag and a count, when there are any.
 
 The trial's run is created just before the trial's record is written (the TRACKER_IDS
 hook), so trial.json names it under `trackers.mlflow.run_id`; its contents are logged in
@@ -186,7 +187,7 @@ class _Tracker:
 
     # ------------------------------------------------------------------ the sweep
 
-    def log_sweep(self, data: Any, analysis: Any) -> None:
+    def log_sweep(self, data: Any, analysis: Any, regressions: List[str]) -> None:
         if not self.start():
             return
         with self.guard("logging the sweep's run"):
@@ -212,6 +213,9 @@ class _Tracker:
                 from sweeper.analysis.recommend import recommendation_lines
 
                 tags["sweeper.recommendation"] = "\n".join(recommendation_lines(analysis))[:5000]
+            if regressions:                                    # the history's alerts, handed to every view
+                metrics["regressions"] = float(len(regressions))
+                tags["sweeper.regressions"] = "\n".join(regressions)[:5000]
             now = _now_ms()
             logged = self.client.get_run(self.parent_id).data.params   # a resumed run's: MLflow keeps params
             self.client.log_batch(                                     # as first logged; the tags are the latest
@@ -361,5 +365,5 @@ def on_sweep_end(end) -> Optional[str]:
     `end`: a publishers.SweepEnd."""
     tracker = _tracker(end.run, end.root)
     if tracker is not None and end.data.records:
-        tracker.log_sweep(end.data, end.analysis)
+        tracker.log_sweep(end.data, end.analysis, end.history.lines() if end.history is not None else [])
     return None
