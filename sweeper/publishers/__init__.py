@@ -22,7 +22,11 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from sweeper.analysis.model import Analysis, RunData
+    from sweeper.history import Recorded
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,10 @@ class SweepEnd:
     """What every sweep-end view gets: the run folder, its RunData and one Analysis, the root
     config (a resolved dict) and what the history recorded (None: history off, or it failed)."""
     run: Path
-    data: Any
-    analysis: Any
+    data: "RunData"
+    analysis: "Analysis"
     root: Dict[str, Any]
-    history: Any = None            # sweeper.history.Recorded: the store and the run's regressions
+    history: Optional["Recorded"] = None      # the store and the run's regressions
 
 
 TrialHook = Callable[[Path, Dict[str, Any], Dict[str, Any]], None]   # run folder, record, root config
