@@ -268,3 +268,57 @@ def test_the_ray_executor_on_a_cluster_it_attached_to(monkeypatch):
     executor.cancel([handle])
     executor.close()                                          # not ours to shut down
     assert ray.calls[-1] == ("cancel", handle, True) and ("shutdown",) not in ray.calls
+
+
+def jobs_of(tmp_path, seeds, **values):
+    """The jobs Hydra's launcher hands over for workload.seed=SEEDS (one trivial workload)."""
+    from sweeper.schema import root_config_from_dict
+    from sweeper.sweep import Job
+
+    jobs = []
+    for seed in seeds:
+        config = {"results_dir": str(tmp_path / "results"), "run_id": "r1", "wandb": {"enabled": False},
+                  "report": {"enabled": False}, "history": {"enabled": False},
+                  "workload": {"target": "tests.workloads_for_tests:quick", "seed": seed}, **values}
+        jobs.append(Job([f"workload.seed={seed}"], root_config_from_dict(config), config))
+    return jobs
+
+
+def test_the_entry_runs_a_sweep_to_its_end_and_refuses_a_grid_of_suites(tmp_path, monkeypatch, capsys):
+    from sweeper import driver
+    from sweeper.entry import run_jobs
+    from tests.fake_executor import FakeExecutor
+
+    monkeypatch.setattr(driver, "make_executor", lambda root, preload: FakeExecutor())
+    assert run_jobs(jobs_of(tmp_path, [0, 1]), "multirun: true\n") == exitcodes.OK
+    out = capsys.readouterr().out                       # the end of the sweep: the real views of the analysis
+    assert "[2/2] ok" in out and "verdicts against the baseline:" in out and "recommended: keep the baseline" in out
+    assert (tmp_path / "results" / "single" / "r1" / "summary.parquet").exists()
+
+    suites = jobs_of(tmp_path, [0, 1], overnight={"sweeps": ["dataloader"]})
+    assert run_jobs(suites) == exitcodes.USAGE
+    assert capsys.readouterr().err.startswith("error: overnight.sweeps: a suite takes single values")
+
+
+def test_publishing_finds_the_key_the_run_ids_and_only_this_sweeps_offline_runs(tmp_path, monkeypatch):
+    from sweeper import publish
+    from sweeper.results import read_records
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example:8443/")
+    (tmp_path / "netrc").write_text("machine wandb.example login user password KEY-FROM-NETRC\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert publish.base_url() == "https://wandb.example:8443" and publish.api_key() == "KEY-FROM-NETRC"
+    monkeypatch.setenv("WANDB_API_KEY", "KEY-FROM-ENV")
+    assert publish.api_key() == "KEY-FROM-ENV"
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "sleepy-a", run)
+    records = read_records(run)
+    ids = publish.run_ids(run, records)
+    assert set(ids) == {r["trial_id"] for r in records} | {"summary"} and len(set(ids.values())) == len(ids)
+    mine = run / "wandb" / f"offline-run-20261201_120000-{ids['summary']}"
+    other = run / "wandb" / "offline-run-20261201_120000-another-sweep-summary"
+    for folder in (mine, other):
+        folder.mkdir(parents=True)
+    assert publish.offline_dirs(run, ids) == [mine]
