@@ -39,6 +39,10 @@ class SweepEnd:
     root: Dict[str, Any]
     history: Optional["Recorded"] = None      # the store and the run's regressions
 
+    def alert_lines(self) -> List[str]:
+        """The run's regressions across nights, a line each ([]: none found, or no history)."""
+        return self.history.lines() if self.history is not None else []
+
 
 TrialHook = Callable[[Path, Dict[str, Any], Dict[str, Any]], None]   # run folder, record, root config
 SweepPublisher = Callable[[SweepEnd], Optional[str]]                 # returns a note for the record, or None

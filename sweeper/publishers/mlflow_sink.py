@@ -365,5 +365,5 @@ def on_sweep_end(end) -> Optional[str]:
     `end`: a publishers.SweepEnd."""
     tracker = _tracker(end.run, end.root)
     if tracker is not None and end.data.records:
-        tracker.log_sweep(end.data, end.analysis, end.history.lines() if end.history is not None else [])
+        tracker.log_sweep(end.data, end.analysis, end.alert_lines())
     return None

@@ -19,5 +19,5 @@ def on_sweep_end(end) -> Optional[str]:
         return None
     from sweeper.report import write_report
 
-    write_report(end.run, end.data, end.analysis, end.history.lines() if end.history is not None else ())
+    write_report(end.run, end.data, end.analysis, end.alert_lines())
     return None

@@ -158,6 +158,5 @@ def on_sweep_end(end) -> Optional[str]:
         return None
     from sweeper.files import write_text_atomic
 
-    lines = end.history.lines() if end.history is not None else []
-    write_text_atomic(end.run / SPEC_FILE, spec_json(build_report(end.data, end.analysis, cfg, lines)))
+    write_text_atomic(end.run / SPEC_FILE, spec_json(build_report(end.data, end.analysis, cfg, end.alert_lines())))
     return None
