@@ -127,14 +127,15 @@ def cell_config(run: Run, cell_id: str) -> Optional[Dict[str, Any]]:
 
 
 def settings_differ(base: Optional[Dict[str, Any]], cand: Optional[Dict[str, Any]]) -> Dict[str, List[Any]]:
-    """{dotted key: [baseline value, candidate value]} of the measurement settings that differ
-    (sweeper.schema.roles: where and how a trial ran is left out); a key one side lacks reads "(absent)"."""
-    from sweeper.schema.roles import measurement_keys
+    """{dotted key: [baseline value, candidate value]} of the settings that differ, those that
+    shape a trial (sweeper.schema.roles: measurement and placement; how results are judged and
+    where they go are left out); a key one side lacks reads "(absent)"."""
+    from sweeper.schema.roles import shapes_trials
 
     if base is None or cand is None:
         return {}
     absent = "(absent)"
-    keys = measurement_keys(sorted(set(base) | set(cand)))
+    keys = [k for k in sorted(set(base) | set(cand)) if shapes_trials(k)]
     return {k: [base.get(k, absent), cand.get(k, absent)] for k in keys
             if (k in base) != (k in cand) or base.get(k) != cand.get(k)}
 

@@ -45,9 +45,6 @@ FIGURES = ("items_per_s", "p50", "p95")
 INTERVALS = tuple(f"{f}{end}" for f in FIGURES for end in ("_low", "_high"))
 REPEAT_LISTS = {f"repeat_{f}": f for f in FIGURES}        # history column -> repeat-table column
 KEY = ["machine", "sweep", "run_id", "cell_id"]
-# settings that say where, not what: a difference in them is not a change between nights
-NOT_SETTINGS = ("results_dir", "run_id", "resume", "dry_run", "history.dir", "overnight.deadline",
-                "overnight.lock_file")
 
 
 def default_dir(results_dir: str) -> Path:
@@ -78,12 +75,13 @@ def machine_of(records: Iterable[Dict[str, Any]]) -> Dict[str, str]:
 
 
 def flat_settings(values: Dict[str, Any]) -> Dict[str, str]:
-    """{dotted key: value as text} of a resolved config, without Hydra's own section."""
+    """{dotted key: value as text} of a resolved config, without Hydra's own section. Which of
+    them count as a change between nights is the views' question (sweeper.schema.roles)."""
     from sweeper.results import flatten
 
     return {k: json.dumps(v, default=str) if isinstance(v, (list, tuple)) else str(v)
             for k, v in flatten({k: v for k, v in values.items() if k != "hydra"}).items()
-            if v != {} and k not in NOT_SETTINGS}
+            if v != {}}
 
 
 def run_settings(run: Path) -> Dict[str, str]:

@@ -89,8 +89,12 @@ def fingerprint_changes(a: pd.DataFrame, b: pd.DataFrame) -> Table:
 
 
 def settings_changes(a: pd.DataFrame, b: pd.DataFrame) -> Table:
-    return ["setting", "before", "after"], changed(json.loads(a["settings"].iloc[0] or "{}"),
-                                                  json.loads(b["settings"].iloc[0] or "{}"))
+    """The settings that shape a trial (sweeper.schema.roles: measurement, placement) that changed."""
+    from sweeper.schema.roles import shapes_trials
+
+    def shaping(row: pd.DataFrame) -> Dict[str, str]:
+        return {k: v for k, v in json.loads(row["settings"].iloc[0] or "{}").items() if shapes_trials(k)}
+    return ["setting", "before", "after"], changed(shaping(a), shaping(b))
 
 
 def figures_changes(a: pd.DataFrame, b: pd.DataFrame) -> Table:

@@ -62,6 +62,13 @@ def is_measurement(dotted: str) -> bool:
     return key_role(dotted) is Role.MEASUREMENT
 
 
+def shapes_trials(dotted: str) -> bool:
+    """Whether a key changes what a trial measures or where and how it runs (measurement or
+    placement), not how results are judged, where they go or the run's course: the settings that
+    compare and the history name when two runs differ."""
+    return key_role(dotted) in (Role.MEASUREMENT, Role.PLACEMENT)
+
+
 def measurement_keys(keys: Iterable[str]) -> List[str]:
     """The measurement settings among `keys`, in their order (what trial lines and tables show)."""
     return [k for k in keys if is_measurement(k)]
