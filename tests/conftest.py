@@ -70,3 +70,39 @@ def node_zygote(tmp_path):
     if proc.poll() is None:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# -- the slow marker, checked ---------------------------------------------------------------
+# A test that starts a process (a sweep, a zygote, Ray, chromium, a forked child) is marked slow,
+# so that `-m "not slow"` stays in-process and fast. An audit hook sees every process start; a
+# test not marked slow that starts one fails, naming it. Short helpers a library runs for a fact
+# (git for the commit, uname for the processor, fc-list for matplotlib's fonts) are let through.
+INCIDENTAL = {"git", "uname", "fc-list"}
+_SPAWNS = {"test": None, "seen": []}
+
+
+def _audit(event, args):
+    if _SPAWNS["test"] is None or event not in ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn"):
+        return
+    argv = args[1] if event == "subprocess.Popen" and len(args) > 1 else ()
+    program = os.path.basename(str(argv[0] if isinstance(argv, (list, tuple)) and argv else argv or event))
+    if program.split()[0] not in INCIDENTAL:
+        _SPAWNS["seen"].append(program if event == "subprocess.Popen" else event)
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_runtest_setup(item):
+    """From the test's fixtures on (a module's fixture that starts a process counts for its first test)."""
+    _SPAWNS.update(test=item.nodeid if item.get_closest_marker("slow") is None else None, seen=[])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    watched, _SPAWNS["test"] = _SPAWNS["test"] is not None, None
+    if watched and _SPAWNS["seen"]:
+        pytest.fail(f"starts a process ({', '.join(sorted(set(_SPAWNS['seen'])))}) but is not marked "
+                    f"@pytest.mark.slow", pytrace=False)
+    return result

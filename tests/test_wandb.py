@@ -99,6 +99,7 @@ def test_one_offline_run_per_trial_plus_summary(wandb_run):
     assert names == {trials[0]["trial_id"], trials[1]["trial_id"], "same-a-summary"}
 
 
+@pytest.mark.slow
 def test_trial_run_holds_its_steps_and_figures(wandb_run):
     run, trials, _ = wandb_run
     record = trials[1]
@@ -114,6 +115,7 @@ def test_trial_run_holds_its_steps_and_figures(wandb_run):
     assert config["cell_id"] == record["cell_id"] and config["repeat"] == record["repeat"]
 
 
+@pytest.mark.slow
 def test_summary_run_holds_the_analysis_table_and_figures(wandb_run):
     run, _, analysis = wandb_run
     folder = _runs(run)["same-a-summary"].parent
@@ -130,6 +132,7 @@ def test_summary_run_holds_the_analysis_table_and_figures(wandb_run):
     assert "recommended: batch_size=16" in summary["recommendation"]
 
 
+@pytest.mark.slow
 def test_no_credentials_in_anything_written(wandb_run):
     run, trials, _ = wandb_run
     _, _, config = history_and_summary(_runs(run)[trials[1]["trial_id"]])
