@@ -180,10 +180,11 @@ def test_escapees_are_gone_when_the_zygote_dies(node_zygote, tmp_path):
     """The keeper's death signal is SIGTERM: it ends its trial's tree when the zygote is killed."""
     path, zygote = node_zygote
     conn, keeper, procs = start_trial(path, tmp_path)
+    keeper = processes([keeper])                     # taken while it runs: its end is then seen for sure
     try:
         zygote.kill()
         zygote.wait(timeout=10)
-        assert left_after(procs + processes([keeper]), within_s=10) == []
+        assert left_after(procs + keeper, within_s=10) == []
         assert not (tmp_path / "scratch").exists()   # the keeper, its zygote gone, removed it before it ended
     finally:
         conn.close()
