@@ -10,8 +10,10 @@ trial folders that results.write_trial names as its own (.staging-*, .old-*).
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -47,12 +49,28 @@ def planned_run(root: RootConfig) -> Path:
 
 
 def check_results_dir(root: RootConfig) -> None:
-    """results_dir is, or can become, a folder this user writes (creates nothing)."""
+    """results_dir is, or can become, a folder this user writes. Permissions do not say it for
+    root or a read-only mount (/proc), so a folder is made there and removed at once."""
     from sweeper.preflight import folder_problem
 
-    problem = folder_problem(results_root(root))
+    results = results_root(root)
+    problem = folder_problem(results) or _cannot_create_in(_nearest_existing(results))
     if problem:
         raise ConfigError(f"results_dir: {problem}; set results_dir= to a folder you can write")
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _cannot_create_in(folder: Path) -> Optional[str]:
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".sweeper-probe-", dir=folder))
+    except OSError as exc:
+        return f"cannot create a folder in {folder} ({exc.strerror})"
+    return None
 
 
 @dataclass(frozen=True)
