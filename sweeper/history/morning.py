@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import io
-import logging
 import math
 from html import escape
 from pathlib import Path
@@ -28,7 +27,6 @@ from sweeper.history.night import FLEET_FILE, Night, night_alerts, read_night, r
 from sweeper.report.html import STYLE, table
 
 __all__ = ["FLEET_FILE", "MORNING", "night_end", "render", "write_morning"]
-log = logging.getLogger(__name__)
 MORNING = "morning.html"
 
 
@@ -173,6 +171,5 @@ def night_end(night: Path, manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
         path = write_morning(store_of(night, manifest), night / MORNING, night=night, manifest=manifest)
         print(f"morning report: {path}", flush=True)
     except Exception as exc:          # the report is never worth the night's exit code
-        log.warning("morning report failed: %s: %s", type(exc).__name__, exc)
         print(f"warning: morning report failed: {type(exc).__name__}: {exc}", flush=True)
     return alerts

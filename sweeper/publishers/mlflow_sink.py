@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,7 +42,6 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from sweeper.redact import redact_text
 
-log = logging.getLogger(__name__)
 
 STATE_FILE = "mlflow.json"
 DB_FILE = "mlflow.db"
@@ -87,8 +87,8 @@ class _Tracker:
         except Exception as exc:   # MLflow is never worth a lost sweep
             if not self.failed:
                 self.failed = True
-                log.warning("mlflow: %s failed (%s): %s: %s; no more MLflow logging in this sweep",
-                            what, redact_text(self.uri), type(exc).__name__, _one_line(exc, self.uri))
+                print(f"warning: mlflow: {what} failed ({redact_text(self.uri)}): {type(exc).__name__}: "
+                      f"{_one_line(exc, self.uri)}; no more MLflow logging in this sweep", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ setup
 
