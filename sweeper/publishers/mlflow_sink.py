@@ -24,7 +24,7 @@ experiment, the parent run and each trial's run id (a resumed run reuses the par
 The default store is sqlite:///<run folder>/mlflow.db with artifacts under
 <run folder>/mlruns: MLflow's file store (./mlruns) refuses to start unless
 MLFLOW_ALLOW_FILE_STORE=true (maintenance mode since 3.x), and sqlite needs no server.
-mlflow is imported here only. Any failure is one logged line, after which this sweep
+mlflow is imported here only. Any failure is one line on stderr, after which this sweep
 logs nothing more to MLflow; the sweep itself goes on.
 """
 from __future__ import annotations
