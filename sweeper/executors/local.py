@@ -11,11 +11,14 @@ appeared below it during the trial is ended when the trial returns.
 """
 from __future__ import annotations
 
+import io
 import os
 import shutil
+import sys
 import tempfile
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, TextIO
 
 from sweeper.executors.base import Executor
 from sweeper.isolation import Outcome, collect, scratch_root
@@ -43,6 +46,26 @@ def gpu_models(root: str = "/proc/driver/nvidia/gpus") -> List[str]:
 
 def this_machine() -> ClusterShape:
     return ClusterShape(node_cpus=[float(os.cpu_count() or 1)], node_gpus=[float(visible_gpus())])
+
+
+class Redacting(io.TextIOBase):
+    """A terminal stream that hides credentials in what the trial prints here (its traceback of a
+    failed shard URL, say): with Ray that output goes to trial.log, which is redacted when written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        from sweeper.redact import redact_text
+
+        self.stream.write(redact_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
 
 
 class LocalExecutor(Executor):
@@ -83,7 +106,8 @@ class LocalExecutor(Executor):
         before = descendants()
         scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
         try:
-            execute(spec, scratch)
+            with redirect_stdout(Redacting(sys.stdout)), redirect_stderr(Redacting(sys.stderr)):
+                execute(spec, scratch)
             outcome = collect(spec, scratch, 0, "ok", spec["config"].resources.timeout_s)
             outcome.record.worker_pid = os.getpid()
             return outcome
