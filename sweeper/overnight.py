@@ -29,13 +29,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from sweeper import exitcodes
-from sweeper.errors import SweeperError
+from sweeper.errors import ConfigError, SweeperError
 from sweeper.files import write_bytes_atomic
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.runfolder import new_run, planned_run
@@ -52,21 +53,56 @@ class LockHeld(Exception):
 # -- the lock ---------------------------------------------------------------------------
 def take_lock(path: Path, holder: Dict[str, Any]):
     """An open file holding an exclusive flock, with `holder` written into it; raises
-    LockHeld naming the current holder. Keep the file open for as long as the lock is held."""
+    LockHeld naming the current holder. Keep the file open for as long as the lock is held;
+    release_lock removes the file, so a lock file outlives no suite."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        text = handle.read()
+    while True:
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read()
+            handle.close()
+            raise LockHeld(f"another overnight suite holds {path}: {describe_holder(text)}") from None
+        if _same_file(handle, path):       # not a file its last holder removed as we opened it
+            break
         handle.close()
-        raise LockHeld(f"another overnight suite holds {path}: {describe_holder(text)}") from None
+    handle.seek(0)
+    if not _lock_text(handle.read()):
+        handle.close()
+        raise ConfigError(f"overnight.lock_file: {path} holds something other than a suite's lock; "
+                          f"give the lock a path of its own")
     handle.seek(0)
     handle.truncate()
     handle.write(json.dumps(holder))
     handle.flush()
     return handle
+
+
+def _lock_text(text: str) -> bool:
+    """Empty (a new lock) or what a suite writes into one (left by a suite that was killed)."""
+    if not text:
+        return True
+    try:
+        return {"pid", "host"} <= set(json.loads(text))
+    except (ValueError, TypeError):
+        return False
+
+
+def _same_file(handle, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def release_lock(handle, path: Path) -> None:
+    """Removes the lock file while still holding it, then lets go: a suite that opened the old
+    file meanwhile sees it is gone (take_lock's check) and takes a new one."""
+    if _same_file(handle, path):
+        path.unlink()
+    handle.close()
 
 
 def describe_holder(text: str) -> str:
@@ -109,14 +145,27 @@ def sweep_command(name: str, night: Path, stamp: str, root, overrides: List[str]
 
 
 def run_one(name: str, command: List[str]) -> int:
-    """Runs one sweep as its own process; on Ctrl-C or SIGTERM it is told to stop too."""
-    proc = subprocess.Popen(command)
+    """Runs one sweep as its own process; on Ctrl-C or SIGTERM it is told to stop too. Its
+    stderr passes through this process, but for its own "interrupted ..." line: the suite says
+    in one line that it stopped, and the manifest says where each sweep was."""
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr,), daemon=True)
+    relay.start()
     try:
         return proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGTERM)
         proc.wait()
         raise
+    finally:
+        relay.join(timeout=10)
+
+
+def _relay_stderr(stream) -> None:
+    for line in stream:
+        if not line.startswith("interrupted "):
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
 
 # -- the night ---------------------------------------------------------------------------
@@ -138,15 +187,16 @@ def _suite(job, multirun: Optional[str]) -> int:
     root, started = job.config, time.time()
     if root.dry_run:
         return _dry_run(job, planned_run(root))
+    lock_file = Path(root.overnight.lock_file).expanduser()
     try:
-        lock = take_lock(Path(root.overnight.lock_file).expanduser(), holder_info(started))
+        lock = take_lock(lock_file, holder_info(started))
     except LockHeld as held:
         print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
         return exitcodes.LOCKED
     try:
         return _night(job, new_run(root, multirun).path, started)
     finally:
-        lock.close()
+        release_lock(lock, lock_file)
 
 
 def _night(job, night: Path, started: float) -> int:
