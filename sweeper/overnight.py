@@ -3,7 +3,7 @@
 Safe to start from cron or a systemd timer:
 - a lock (fcntl.flock on overnight.lock_file): a second start exits at once (75) and names
   the holder. The kernel drops the lock when its holder dies, however it dies, so there is
-  no stale lock to clean up by hand;
+  no stale lock to clean up by hand; a suite that ends removes the file too;
 - a time budget (overnight.budget_s): past it no sweep starts, and inside a sweep no
   trial starts (the driver's deadline); what was skipped is printed and written down;
 - one night folder, results/overnight/<stamp>/, holding night.json (the manifest, below)
