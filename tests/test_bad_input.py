@@ -289,6 +289,8 @@ def test_bad_input_in_a_process(case: Case, session, tmp_path, monkeypatch):
     check_stderr(case, ctx, err)
     assert_no_daemon(ctx.R / "daemon.pid")
     check_disk(case, before, snapshot(tmp_path), cache_before, snapshot(session.cache))
+    if case.secret:
+        check_secret(case, ctx, out + err)
     if case.check:
         case.check(ctx)
     if os.environ.get("RAY_TMPDIR", "").startswith("/tmp/ray-"):
