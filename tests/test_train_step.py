@@ -27,7 +27,7 @@ from sweeper.probe import Probe
 from sweeper.results import read_records
 from sweeper.schema import (TRAIN_PRESETS, DataConfig, ResourcesConfig, TrainConfig, TrialConfig, WorkloadConfig,
                             trial_config_from_dict)
-from tests.conftest import ROOT, has_cuda
+from tests.conftest import ROOT, has_cuda, run_sweeper
 
 FAST = ["workload.steps=3", "workload.warmup_steps=1", "train.lr=3e-3", "train.synthetic_batches=2",
         "train.micro_batch=4"]
@@ -282,8 +282,8 @@ def _records(tmp_path, sweep):
 
 @pytest.mark.slow
 def test_precision_and_accumulation_sweep(sweeper_cli, tmp_path):
-    result = sweeper_cli(["+sweep=train_step", "train.precision=fp32,bf16,fp16", "train.accum_steps=1,2", *FAST],
-                         timeout=400)
+    result = sweeper_cli(["+sweep=train_step", "train.precision=fp32,bf16,fp16", "train.accum_steps=1,2",
+                          "executor=local", *FAST], timeout=400)       # Ray's part: the ZeRO grid above
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records, summary = _records(tmp_path, "train_step")
     assert len(records) == 6 and all(r["status"] == "ok" for r in records)
@@ -299,13 +299,27 @@ def test_precision_and_accumulation_sweep(sweeper_cli, tmp_path):
     assert (drift.loc[precision.isin(["bf16", "fp16"]), "drift_fp32_abs"] < BF16_FP16_ABS_TOL).all(), drift
 
 
-@pytest.mark.slow
-def test_zero_stages_on_two_gloo_ranks_agree(sweeper_cli, tmp_path):
-    result = sweeper_cli(["+sweep=zero", "train.accum_steps=2", *FAST], timeout=400)
+HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+@pytest.fixture(scope="module")
+def zero_grid(tmp_path_factory):
+    """One sweep for the ZeRO tests, through Ray as a user runs it: stages 0-3 on two gloo ranks,
+    accumulation 2, fp32 and bf16, native (and DeepSpeed, when installed). (records, summary)"""
+    tmp = tmp_path_factory.mktemp("zero")
+    backends = "native,deepspeed" if HAS_DEEPSPEED else "native"
+    result = run_sweeper(["+sweep=zero", f"train.backend={backends}", "train.precision=fp32,bf16",
+                          "train.accum_steps=2", "report.enabled=false", *FAST], tmp, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    records, summary = _records(tmp_path, "zero")
-    assert sorted(r["swept"]["train.zero_stage"] for r in records) == [0, 1, 2, 3]
-    for r in records:
+    return _records(tmp, "zero")
+
+
+@pytest.mark.slow
+def test_zero_stages_on_two_gloo_ranks_agree(zero_grid):
+    records, summary = zero_grid
+    native = [r for r in records if r["swept"]["train.backend"] == "native" and r["swept"]["train.precision"] == "fp32"]
+    assert sorted(r["swept"]["train.zero_stage"] for r in native) == [0, 1, 2, 3]
+    for r in native:
         f = r["figures"]
         assert r["status"] == "ok" and r["resources"]["num_cpus"] == 2.0
         assert f["world_size"] == 2 and f["effective_batch"] == 16 and f["threads_per_rank"] == 1
@@ -313,7 +327,7 @@ def test_zero_stages_on_two_gloo_ranks_agree(sweeper_cli, tmp_path):
             assert f[f"rank{rank}_step_p50_s"] > 0 and f[f"rank{rank}_peak_rss_gb"] > 0
         assert f["rank0_loss_final_local"] != f["rank1_loss_final_local"]   # each rank its own data
         assert f["loss_final"] == pytest.approx((f["rank0_loss_final_local"] + f["rank1_loss_final_local"]) / 2)
-    drift = loss_drift(summary)
+    drift = loss_drift(summary[(summary["train.backend"] == "native") & (summary["train.precision"] == "fp32")])
     assert drift["drift_stage0_rel"].notna().all() and (drift["drift_stage0_rel"] < ZERO_REL_TOL).all(), drift
 
 
@@ -325,11 +339,8 @@ def _against_native(summary):
 
 @pytest.mark.slow
 @needs_deepspeed
-def test_deepspeed_zero_stages_on_two_gloo_ranks_match_native(sweeper_cli, tmp_path):
-    result = sweeper_cli(["+sweep=zero", "train.backend=native,deepspeed", "train.precision=fp32,bf16",
-                          "train.accum_steps=2", "report.enabled=false", *FAST], timeout=400)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    records, summary = _records(tmp_path, "zero")
+def test_deepspeed_zero_stages_on_two_gloo_ranks_match_native(zero_grid):
+    records, summary = zero_grid
     assert len(records) == 16 and all(r["status"] == "ok" for r in records)
     for r in records:
         f = r["figures"]
