@@ -105,6 +105,9 @@ def composition_line(text: str) -> str:
 
 # -- files ------------------------------------------------------------------------------
 def os_line(exc: BaseException) -> Optional[str]:
+    if isinstance(exc, OSError) and "AF_UNIX path length" in str(exc):     # Ray's sockets under TMPDIR
+        return ("error: TMPDIR: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
+                "set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR")
     if not isinstance(exc, OSError) or not getattr(exc, "filename", None):
         return None
     reason = exc.strerror or first_line(str(exc))

@@ -86,6 +86,9 @@ def _raises(exc):
     (PermissionError(13, "Permission denied", "/srv/results"), 2,
      "error: /srv/results: Permission denied; check the path and that it can be read and written"),
     (SystemExit(2), 2, None),
+    (OSError("validate_socket_filename failed: AF_UNIX path length cannot exceed 107 bytes: /tmp/x/ray/s"), 2,
+     "error: TMPDIR: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
+     "set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR"),
 ])
 def test_the_boundary_maps_each_failure_to_its_code_and_one_line(exc, code, line, capsys):
     from sweeper import cli
