@@ -219,7 +219,7 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
             if node is not None:
                 _stop(node)
         groups = {node.pid for node in (slow, head) if node is not None}      # each `ray start` its own session
-        left = _group_left(groups, grace_s=30)
+        left = _group_left(groups, grace_s=90)      # a bound for a loaded machine, not a speed check
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert not left, f"processes of the test's Ray cluster left behind: {left}"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
