@@ -78,7 +78,7 @@ def load(path: str, metric: str = "p95") -> Run:
 
     run = Path(path)
     if not run.is_dir():
-        raise InputError(f"{path}: no such run folder")
+        raise InputError(f"{path}: no such run folder; give one, e.g. results/<sweep>/<run id>")
     if not (run / "summary.parquet").exists():
         raise InputError(f"{path}: not a run folder (no summary.parquet); give results/<sweep>/<run-id>")
     data, analysis = analyze_run(run, AnalysisConfig(metric=metric))

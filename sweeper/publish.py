@@ -135,7 +135,8 @@ def publish(run: Path) -> str:
     """Publishes the run; returns the report's URL. Raises NotPublished (nothing changed
     before the sync), or SystemExit(USAGE) on bad input."""
     if not (run / SPEC_FILE).is_file():
-        print(f"error: {run} has no {SPEC_FILE} (a run folder of a sweep with wandb.enabled=true)", file=sys.stderr)
+        print(f"error: {run} has no {SPEC_FILE}; give the run folder of a sweep that ran with wandb.enabled=true",
+              file=sys.stderr)
         raise SystemExit(USAGE)
     try:
         from wandb_workspaces.reports.v2 import interface

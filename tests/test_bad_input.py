@@ -198,7 +198,7 @@ def check_stderr(case: Case, ctx: Ctx, err: str) -> None:
         line = lines[0]
         assert ctx.fill(case.names) in line, f"the line does not name {ctx.fill(case.names)!r}: {line}"
         lead = LEADS.get(case.code, "")
-        assert line.startswith(lead) and re.match(r"^[a-z][\w .-]*(:|;) ", line), f"the line does not start with {lead!r}: {line}"
+        assert line.startswith(lead) and re.match(r"^[A-Za-z][\w &.-]*(:|;) ", line), f"the line does not start with {lead!r}: {line}"
         if case.code != INTERRUPTED:
             assert SAYS_WHAT_TO_DO.search(line.split(": ", 1)[-1]), f"the line does not say what to do: {line}"
 
@@ -254,7 +254,7 @@ def record_line(case: Case, err: str) -> None:
         return
     import json
 
-    lines = [line for line in err.splitlines() if re.match(r"^[a-z][\w .-]*(:|;) ", line)]
+    lines = [line for line in err.splitlines() if re.match(r"^[A-Za-z][\w &.-]*(:|;) ", line)]
     known = json.loads(Path(path).read_text()) if Path(path).exists() else {}
     known[case.id] = lines[0] if lines else ""
     Path(path).write_text(json.dumps(known, indent=1, sort_keys=True))

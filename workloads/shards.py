@@ -254,7 +254,8 @@ def check_local_shards(url: str, cache_dir: str, batch_size: int = 1) -> str:
         return f"{len(unreadable)} shard(s) cannot be read (first: {unreadable[0]}); check permissions"
     corrupt = [p for p in paths if not tarfile.is_tarfile(p)]
     if corrupt:
-        return f"{len(corrupt)} shard(s) are not tar files (first: {corrupt[0]})"
+        return (f"{len(corrupt)} shard(s) are not tar files (first: {corrupt[0]}); "
+                "replace them, or leave them out of the pattern")
     return whole_shards_problem(paths, cache_dir, "replace the shard, or leave it out of the pattern", batch_size)
 
 

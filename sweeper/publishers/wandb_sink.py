@@ -52,6 +52,7 @@ def _settings(root: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def _import():
     """The wandb module, imported once; None (and one warning) when it is not installed."""
     if _state["wandb"] is None and not _state["warned"]:
+        os.environ.setdefault("WANDB_SILENT", "true")   # its own console lines (a login note) stay off stderr
         try:
             import wandb
         except ImportError:
