@@ -48,6 +48,9 @@ def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
 
 def trend_png(series: pd.DataFrame, assessed: pd.DataFrame) -> bytes:
     """items/s and p95 (ms) of one cell over nights; alerted nights in red, change points dashed."""
+    from sweeper.report.figures import keep_matplotlib_cache_with_the_shards
+
+    keep_matplotlib_cache_with_the_shards()
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8, 2.6), layout="constrained")

@@ -29,7 +29,11 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-_state: Dict[str, Any] = {"wandb": None, "warned": False, "offline": False}
+_state: Dict[str, Any] = {"wandb": None, "warned": False, "offline": False, "own_dirs": set()}
+# W&B's own cache (its service's debug logs) and data folder (artifact staging) default to
+# ~/.cache/wandb and ~/.local/share/wandb; a sweep keeps them beside its runs, where `wandb sync`
+# finds them, unless the user chose a place.
+_OWN_DIRS = (("WANDB_CACHE_DIR", "cache"), ("WANDB_DATA_DIR", "data"))
 # The first online init gives up after this long (W&B's own default is 90 s, paid again by every
 # trial when the server cannot be reached); then the rest of the sweep runs offline.
 ONLINE_INIT_TIMEOUT_S = 15.0
@@ -67,6 +71,7 @@ def _import():
 def _init(wandb, run: Path, cfg: Dict[str, Any], **kwargs):
     directory = Path(cfg["dir"]).expanduser() if cfg["dir"] else run   # W&B adds wandb/ itself
     directory.mkdir(parents=True, exist_ok=True)
+    _keep_own_files_in(directory / "wandb")
     mode = "offline" if _state.get("offline") else cfg["mode"]
     try:
         return _start(wandb, directory, cfg, mode, **kwargs)
@@ -76,6 +81,13 @@ def _init(wandb, run: Path, cfg: Dict[str, Any], **kwargs):
         _fall_back(exc, directory)
         wandb.teardown()        # the failed run keeps its id in W&B's service: a fresh service frees it
         return _start(wandb, directory, cfg, "offline", **kwargs)
+
+
+def _keep_own_files_in(folder: Path) -> None:
+    for variable, name in _OWN_DIRS:
+        if variable in _state["own_dirs"] or not os.environ.get(variable):
+            os.environ[variable] = str(folder / name)
+            _state["own_dirs"].add(variable)
 
 
 def _start(wandb, directory: Path, cfg: Dict[str, Any], mode: str, **kwargs):

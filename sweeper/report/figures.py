@@ -6,6 +6,8 @@ cannot support (one swept axis, no memory figures) is skipped with a note saying
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,7 +27,16 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def keep_matplotlib_cache_with_the_shards() -> None:
+    """matplotlib writes its font cache under HOME (~/.cache/matplotlib) unless MPLCONFIGDIR says
+    otherwise; a sweep writes nothing outside results_dir and its own cache, so it goes there."""
+    if not os.environ.get("MPLCONFIGDIR"):
+        cache = Path(os.environ.get("SWEEPER_CACHE") or "~/.cache/sweeper/shards").expanduser()
+        os.environ["MPLCONFIGDIR"] = str(cache / "matplotlib")
+
+
 def _figure(width: float, height: float):
+    keep_matplotlib_cache_with_the_shards()
     from matplotlib.figure import Figure as MplFigure
 
     return MplFigure(figsize=(width, height), layout="constrained")
