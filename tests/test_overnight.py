@@ -160,21 +160,30 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _group_left(groups, grace_s: float):
+def _group_left(groups, grace_s: float, stopped_at: float):
     """Processes still in these process groups after `grace_s`: raylets and workers take a few
-    seconds to exit after `ray start --block` itself has; what is left then is killed and named."""
+    seconds to exit after `ray start --block` itself has; what is left then is killed and named.
+    Only processes started before `stopped_at` count: once a group is empty its number may be
+    reused by an unrelated process (pid_max is 32768 on this machine), which must not be touched."""
     deadline = time.monotonic() + grace_s
     while True:
-        left = [p.pid for p in psutil.process_iter() if _group_of(p.pid) in groups]
+        left = [p for p in psutil.process_iter() if _group_of(p.pid) in groups and _started_before(p, stopped_at)]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    for group in groups if left else ():
+    for proc in left:
         try:
-            os.killpg(group, signal.SIGKILL)
-        except OSError:
+            proc.kill()                  # psutil checks the create time first: a reused pid is left alone
+        except psutil.Error:
             pass
-    return left
+    return [p.pid for p in left]
+
+
+def _started_before(proc, when: float) -> bool:
+    try:
+        return proc.create_time() <= when
+    except psutil.Error:
+        return False
 
 
 def _group_of(pid: int):
@@ -215,11 +224,12 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
         done = subprocess.run(cmd, cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
                               timeout=180)
     finally:
+        stopping = time.time()
         for node in (slow, head):
             if node is not None:
                 _stop(node)
         groups = {node.pid for node in (slow, head) if node is not None}      # each `ray start` its own session
-        left = _group_left(groups, grace_s=90)      # a bound for a loaded machine, not a speed check
+        left = _group_left(groups, grace_s=90, stopped_at=stopping)      # a bound for a loaded machine
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert not left, f"processes of the test's Ray cluster left behind: {left}"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
