@@ -94,7 +94,8 @@ def test_the_gpu_cases_code_runs_on_a_cpu():
 
 @pytest.mark.gpu
 @needs_cuda
-@pytest.mark.parametrize("compile_", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("compile_", [False, pytest.param(True, marks=pytest.mark.slow)],   # inductor starts
+                         ids=["eager", "compiled"])                                   # compile workers
 def test_gpt2_124m_bf16_on_one_gpu(compile_):
     figures, probe = run_case(compile=compile_)
     check_case("compiled" if compile_ else "eager", figures, probe)
