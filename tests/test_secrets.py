@@ -153,7 +153,10 @@ def test_no_secret_reaches_a_file_or_the_terminal(tmp_path, tracking):
         shutil.rmtree(tmp, ignore_errors=True)
     logs = "".join(p.read_text() for p in run.glob("trials/*/trial.log"))
     assert "https://***@host/x.tar with token [redacted] env [redacted:HF_TOKEN]" in logs   # what was printed
-    assert list(run.rglob("run-*.wandb")) and list((tmp_path / "home" / ".local/share/wandb").rglob("*"))
+    assert list(run.rglob("run-*.wandb"))
+    # W&B's own staging and cache (searched above) sit beside the runs, none under HOME
+    own = [f for d in ("cache", "data") for f in (run / "wandb" / d).rglob("*") if f.is_file()]
+    assert own and not (tmp_path / "home" / ".local/share/wandb").exists()
     if tracking == "local-store":
         assert (run / "mlflow.db").stat().st_size > 0 and list((run / "mlruns").rglob("trial.json"))
 

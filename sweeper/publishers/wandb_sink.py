@@ -84,10 +84,11 @@ def _init(wandb, run: Path, cfg: Dict[str, Any], **kwargs):
 
 
 def _keep_own_files_in(folder: Path) -> None:
+    own = _state.setdefault("own_dirs", set())
     for variable, name in _OWN_DIRS:
-        if variable in _state["own_dirs"] or not os.environ.get(variable):
+        if variable in own or not os.environ.get(variable):
             os.environ[variable] = str(folder / name)
-            _state["own_dirs"].add(variable)
+            own.add(variable)
 
 
 def _start(wandb, directory: Path, cfg: Dict[str, Any], mode: str, **kwargs):
