@@ -192,7 +192,9 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
                                  "--node-ip-address=127.0.0.1"],
                                 env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_nodes(address, 2, env)
-        args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.5", "workload.steps=20",
+        started = tmp_path / "started"
+        args = [f"workload.target={T}:quick_announced", "+workload.params.sleep_s=0.5", "workload.steps=20",
+                f"+workload.params.started_dir={started}",
                 "workload.warmup_steps=0", "workload.seed=0,1,2,3", "resources.isolation=pack",
                 "resources.cpus=1", "resources.max_retries=1", f"ray.address={address}",
                 "ray.node_ip_address=127.0.0.1"]
@@ -204,7 +206,11 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
             lines.append(line)
             if line.startswith("sweep 'single'"):
                 break
-        time.sleep(6)                        # three of them now run on the second node
+        # three trials running means two or three on the second node (the head has one CPU);
+        # each runs 10 s, so the node is lost while they run
+        deadline = time.monotonic() + 120
+        while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
         os.killpg(node.pid, signal.SIGKILL)  # which disappears mid-sweep
         out, err = driver.communicate(timeout=240)
         assert driver.returncode == 0, "".join(lines) + out[-3000:] + err[-3000:]
