@@ -144,6 +144,9 @@ def sweep_command(name: str, night: Path, stamp: str, root, overrides: List[str]
             *adaptive, *deadline, *passed_on(overrides)]
 
 
+SWEEP_STOP_GRACE_S = 30.0     # a stopped sweep's time to write what it has, before it is killed
+
+
 def run_one(name: str, command: List[str]) -> int:
     """Runs one sweep as its own process; on Ctrl-C or SIGTERM it is told to stop too. Its
     stderr passes through this process, but for its own "interrupted ..." line: the suite says
@@ -155,7 +158,11 @@ def run_one(name: str, command: List[str]) -> int:
         return proc.wait()
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGTERM)
-        proc.wait()
+        try:
+            proc.wait(timeout=SWEEP_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:    # a sweep that does not stop must not hold the suite
+            proc.kill()
+            proc.wait()
         raise
     finally:
         relay.join(timeout=10)

@@ -171,12 +171,20 @@ def _group_left(groups, grace_s: float, stopped_at: float):
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
+    named = [f"{p.pid} {_command_of(p)}" for p in left]
     for proc in left:
         try:
             proc.kill()                  # psutil checks the create time first: a reused pid is left alone
         except psutil.Error:
             pass
-    return [p.pid for p in left]
+    return named
+
+
+def _command_of(proc) -> str:
+    try:
+        return " ".join(proc.cmdline())[:200]
+    except psutil.Error:
+        return "(gone)"
 
 
 def _started_before(proc, when: float) -> bool:
