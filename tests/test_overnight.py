@@ -167,7 +167,8 @@ def _group_left(groups, grace_s: float, stopped_at: float):
     reused by an unrelated process (pid_max is 32768 on this machine), which must not be touched."""
     deadline = time.monotonic() + grace_s
     while True:
-        left = [p for p in psutil.process_iter() if _group_of(p.pid) in groups and _started_before(p, stopped_at)]
+        left = [p for p in psutil.process_iter()
+                if _group_of(p.pid) in groups and _started_before(p, stopped_at) and not _exited(p)]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -185,6 +186,20 @@ def _command_of(proc) -> str:
         return " ".join(proc.cmdline())[:200]
     except psutil.Error:
         return "(gone)"
+
+
+def _exited(proc) -> bool:
+    """A zombie has exited; it waits only for its parent to reap it. An in-process sweep with
+    executor=local earlier in this test process made it a child subreaper, so the cluster's
+    orphans may be re-parented here: reap ours."""
+    try:
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return False
+        if proc.ppid() == os.getpid():
+            os.waitpid(proc.pid, os.WNOHANG)
+    except (psutil.Error, ChildProcessError):
+        pass
+    return True
 
 
 def _started_before(proc, when: float) -> bool:
