@@ -169,6 +169,27 @@ def wait_for_nodes(address: str, count: int, env: dict, timeout_s: float = 180) 
     raise AssertionError(f"the test cluster at {address} did not reach {count} node(s)")
 
 
+def kill_machine(root_pid: int) -> None:
+    """Every process of one `ray start` node, as when its machine is lost. Ray puts each worker in a
+    process group of its own, so killing the node's group leaves its workers running: they could still
+    finish their tasks and hand back the results. Stop the whole tree first (nothing forks meanwhile),
+    then kill it."""
+    root = psutil.Process(root_pid)
+    tree = [root, *root.children(recursive=True)]
+    for proc in tree:
+        try:
+            proc.send_signal(signal.SIGSTOP)
+        except psutil.NoSuchProcess:
+            pass
+    tree += [p for p in root.children(recursive=True) if p not in tree]   # forked before the stop landed
+    for proc in tree:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=10)
+
+
 def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
     ray_bin = str(Path(sys.executable).parent / "ray")
     port = free_port()
@@ -211,7 +232,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
         deadline = time.monotonic() + 120
         while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
-        os.killpg(node.pid, signal.SIGKILL)  # which disappears mid-sweep
+        kill_machine(node.pid)               # which disappears mid-sweep
         out, err = driver.communicate(timeout=240)
         assert driver.returncode == 0, "".join(lines) + out[-3000:] + err[-3000:]
         records = read_records(only_run(tmp_path))
