@@ -211,10 +211,12 @@ def test_morning_report_opens_in_chromium(shifted, tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = dom.stdout
     headings = re.findall(r"<h2>([^<(]+)", page)
-    assert [h.strip() for h in headings] == ["Regressions", "Outlier GPUs and nodes", "Trends per cell",
-                                             "What changed since the night before", "Skipped"]
+    assert [h.strip() for h in headings] == ["Regressions", "Outlier GPUs and nodes",
+                                             "Sweeps of the night: decisions and recommendation", "Trends per cell",
+                                             "Cells that moved", "What changed since the night before", "Skipped"]
     assert "<h2>Regressions (4)</h2>" in page and page.count("night02") >= 4
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 2     # one trend per cell
+    assert page.count('<svg class="spark"') == 2 and "recommended: " in page      # a compact row per cell
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 2     # both cells moved: a plot each
     assert "single night05 against night04: no fingerprint changed." in page
 
 
@@ -300,7 +302,9 @@ def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_o
     assert f"<h2>Regressions ({len(manifest['alerts'])})</h2>" in dom.stdout and "Skipped (0)" in dom.stdout
     assert "no sweep of the night compared its devices" in dom.stdout
     assert "no settings changed" in dom.stdout          # the suite's deadline is when, not what
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom.stdout)) == 2
+    moved = {a["cell_id"] for a in manifest["alerts"]}
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom.stdout)) == len(moved)   # only cells that moved
+    assert dom.stdout.count('<svg class="spark"') == 2 and "recommended: " in dom.stdout
 
 
 @pytest.mark.slow

@@ -1,19 +1,20 @@
 """The morning report: one self-contained HTML page for a night (figures inline, no script, no
 external URL), as report.html is.
 
-In this order: the regressions of the night's runs (sweeper.history.alerts) and the fleet's
-outlier GPUs or nodes; a trend plot per cell (throughput and p95 over nights, alerts in red,
-change points as dashed lines); what changed since the night before (fingerprint: driver,
-CUDA, torch, package versions; settings); what the suite skipped; notes (W&B alert sent or
-skipped, parts of the night that were not there).
+In this order, so that a reviewer reads it in a minute: the regressions of the night's runs
+(sweeper.history.alerts) and the fleet's outlier GPUs or nodes; per sweep of the night, its
+decisions and its recommendation (morning_sweeps.py, as the run's Analysis gave them); one
+compact trend row per cell, a sparkline with the last night against the last good night and
+the alert, and a full-size plot only for the cells that moved (morning_trends.py; a first
+night says in one line that it has no history yet); what changed since the night before
+(fingerprint: driver, CUDA, torch, package versions; settings); what the suite skipped; notes
+(W&B alert sent or skipped, parts of the night that were not there).
 
 The night is a list of run folders, or an overnight suite's night folder, whose manifest
 names its runs, what it skipped and the fleet's outliers (night.json, docs/overnight.md).
 """
 from __future__ import annotations
 
-import base64
-import io
 import math
 from html import escape
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 
 from sweeper.errors import SweeperError
-from sweeper.history import detect, store, views
+from sweeper.history import detect, morning_sweeps, morning_trends, store, views
 from sweeper.history.night import FLEET_FILE, Night, night_alerts, read_night, run_notes, store_of
 from sweeper.report.html import STYLE, table
 
@@ -41,44 +42,6 @@ def night_rows(frame: pd.DataFrame, night: Night) -> pd.DataFrame:
         return rows
     latest = frame.sort_values("started_at").groupby(["machine", "sweep"]).tail(1)[["machine", "sweep", "run_id"]]
     return frame.merge(latest, on=["machine", "sweep", "run_id"])
-
-
-# --------------------------------------------------------------------------- figures
-
-
-def trend_png(series: pd.DataFrame, assessed: pd.DataFrame) -> bytes:
-    """items/s and p95 (ms) of one cell over nights; alerted nights in red, change points dashed."""
-    from sweeper.report.figures import keep_matplotlib_cache_with_the_shards
-
-    keep_matplotlib_cache_with_the_shards()
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 2.6), layout="constrained")
-    axes = fig.subplots(1, 2)
-    x = list(range(len(series)))
-    for ax, (metric, (column, _, _)), scale, label in zip(axes, detect.METRICS.items(), (1.0, 1e3),
-                                                          ("items/s", "p95 step time (ms)")):
-        mine = assessed[assessed["metric"] == metric].set_index("run_id")
-        values = series[column].to_numpy(float) * scale
-        ax.plot(x, values, marker="o", color="#1b9e77", markersize=4)
-        bad = [i for i, r in enumerate(series["run_id"]) if r in mine.index and mine.loc[r, "alert"]]
-        ax.scatter(bad, values[bad], color="#d7301f", zorder=3, s=40, label="alert")
-        for i, r in enumerate(series["run_id"]):
-            if r in mine.index and mine.loc[r, "step"]:
-                ax.axvline(i - 0.5, color="#d7301f", linestyle="--", linewidth=1)
-        ticks = series["date"] if series["date"].is_unique else series["run_id"]   # several runs a day: their ids
-        ax.set_xticks(x, list(ticks), rotation=45, fontsize=7, ha="right")
-        ax.set_ylim(bottom=0)              # from zero: a night's noise looks as small as it is
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, metadata={"Software": None})
-    return buffer.getvalue()
-
-
-def _img(png: bytes, alt: str) -> str:
-    return (f'<figure><img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-            f"<figcaption>{escape(alt)}</figcaption></figure>")
 
 
 # --------------------------------------------------------------------------- the page
@@ -114,8 +77,32 @@ def _changes(frame: pd.DataFrame, tonight: pd.DataFrame) -> List[str]:
     return parts
 
 
+CSS = """
+table.trends td { vertical-align: middle; } table.trends tr.alert td { background: #f9d9d9; }
+table.trends td:last-child, table.trends th:last-child { text-align: left; }
+svg.spark { display: block; } ul.rec li { font-weight: 600; }
+"""
+
+
+def _head(title: str) -> List[str]:
+    return ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>Morning report: {escape(title)}</title>", f"<style>{STYLE}{CSS}</style>", "</head><body>",
+            f"<h1>Morning report: {escape(title)}</h1>"]
+
+
+def _facts(tonight: pd.DataFrame, settings: detect.Settings) -> List[str]:
+    """One line per run of the night, and the alert rule."""
+    parts = ["<ul>"] + [f"<li>{escape(f'{r.sweep} {r.run_id} on {r.machine} ({r.date}): {r.cells} cell(s), {int(r.repeats)} repeats, {int(r.failed)} failed')}</li>"
+                        for r in store.runs(tonight).itertuples()]
+    return parts + [f"<li>alert when a cell is {settings.alert_ratio:g}x worse than its last good night "
+                    f"(items/s or p95) and either the Mann-Whitney test over its repeats says slower (alpha "
+                    f"{settings.alpha:g}) or asv's step_detect puts a change point since that night</li>", "</ul>"]
+
+
 def render(frame: pd.DataFrame, night: Night, settings: detect.Settings, notes: Sequence[str] = ()) -> str:
-    """The page; `notes`: what the night's runs recorded when they ended (sweeper.history.night.run_notes)."""
+    """The page; `notes`: what the night's runs recorded when they ended (sweeper.history.night.run_notes).
+    First what needs a person (regressions, outlier GPUs), then each sweep's decisions and
+    recommendation, then one compact trend row per cell and full plots only for the cells that moved."""
     tonight = night_rows(frame, night)
     if tonight.empty:
         raise SweeperError("the night has no runs in the history store: nothing to report")
@@ -123,24 +110,14 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings, notes: 
     history = frame.merge(keys, on=["machine", "sweep", "cell_id"])
     assessed = detect.assess(history, settings)
     found = detect.alerts_of(assessed, set(tonight["run_id"]))
-    title = night.title or ", ".join(sorted(set(tonight["date"])))
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>Morning report: {escape(title)}</title>", f"<style>{STYLE}</style>", "</head><body>",
-             f"<h1>Morning report: {escape(title)}</h1>", "<ul>"]
-    parts += [f"<li>{escape(f'{r.sweep} {r.run_id} on {r.machine} ({r.date}): {r.cells} cell(s), {int(r.repeats)} repeats, {int(r.failed)} failed')}</li>"
-              for r in store.runs(tonight).itertuples()]
-    parts += [f"<li>alert when a cell is {settings.alert_ratio:g}x worse than its last good night "
-              f"(items/s or p95) and either the Mann-Whitney test over its repeats says slower (alpha "
-              f"{settings.alpha:g}) or asv's step_detect puts a change point since that night</li>", "</ul>"]
+    parts = _head(night.title or ", ".join(sorted(set(tonight["date"])))) + _facts(tonight, settings)
     parts += _section(f"Regressions ({len(found)})", views.alerts_table(found),
                       "No cell regressed against its last good night.")
     parts += _section(f"Outlier GPUs and nodes ({len(night.outliers)})", _dicts_table(night.outliers),
                       "No GPU or node was flagged slower than its peers.")
-    parts += ["<h2>Trends per cell</h2>"]
-    for (machine, sweep, cell_id), series in history.sort_values("started_at").groupby(["machine", "sweep", "cell_id"]):
-        label = f"{sweep}: {series['cell'].iloc[-1]} ({cell_id}) on {machine}"
-        mine = assessed[(assessed["machine"] == machine) & (assessed["sweep"] == sweep) & (assessed["cell_id"] == cell_id)]
-        parts.append(_img(trend_png(series, mine), label))
+    parts += morning_sweeps.sweeps_section(tonight)
+    parts += morning_trends.trends_section(history, assessed, tonight)
+    parts += morning_trends.moved_section(morning_trends.up_to(history, tonight), assessed, found)
     parts += ["<h2>What changed since the night before</h2>"] + _changes(frame, tonight)
     parts += _section(f"Skipped ({len(night.skipped)})", _dicts_table(night.skipped), "Nothing was skipped.")
     notes = night.notes + list(notes)

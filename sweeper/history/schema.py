@@ -7,7 +7,9 @@ another tool's table, a newer schema) is named once on stderr and skipped: no si
 stops an append, a read or a query of the others.
 
 Version 1 is the store before this schema (columns as pandas guessed them); its files read
-as version 2 with the version column filled in.
+as version 2 with the version column filled in. Columns added since (each cell's verdict and
+the run's recommendation) read null in the files written before them: an older reader drops
+them, so adding one needs no new version.
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ VERSION_COLUMN = "history_version"
 PARTITIONS = pa.schema([("machine", pa.string()), ("sweep", pa.string())])
 
 _TEXT = ("host", "gpu_name", "gpu_uuids", "driver", "run_id", "run_dir", "date", "tool_version", "metric",
-         "fingerprint", "settings", "cell_id", "cell", "swept", "status")
+         "fingerprint", "settings", "cell_id", "cell", "swept", "status",
+         "stratum", "verdict", "recommendation")          # the run's decisions (store.decisions_of)
 _FLOAT = ("started_at", "appended_at", "items_per_s", "p50", "p95", "items_per_s_low", "items_per_s_high",
-          "p50_low", "p50_high", "p95_low", "p95_high")
+          "p50_low", "p50_high", "p95_low", "p95_high", "verdict_ratio", "verdict_ratio_low", "verdict_ratio_high",
+          "verdict_p")
 _LISTS = ("repeat_items_per_s", "repeat_p50", "repeat_p95")
 # a night's row in a file (machine and sweep are its folders)
 FILE_SCHEMA = pa.schema([*[(c, pa.string()) for c in _TEXT], *[(c, pa.float64()) for c in _FLOAT],

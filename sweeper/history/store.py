@@ -17,6 +17,9 @@ over the files in place (sweeper/history/sql.py).
 A row's figures are the run's one Analysis (`sweeper.analysis.run.analyze_run`): the
 cell's items_per_s / p50 / p95 with intervals, and the per-repeat values its verdicts were
 tested on (lists), so a later night can be tested against this one without the run folder.
+So are its decisions: the cell's verdict against its stratum's baseline on the run's metric
+(with the ratio's interval and the Holm-adjusted p), and the run's recommendation, as every
+view words it. The morning report reads them here; nothing recomputes a verdict.
 """
 from __future__ import annotations
 
@@ -123,7 +126,9 @@ def rows_of_run(run: Path, data, analysis) -> pd.DataFrame:
               "started_at": started, "tool_version": _tool_version(records),
               "metric": analysis.metric, "appended_at": time.time(),
               "fingerprint": json.dumps(first.get("fingerprint") or {}, sort_keys=True, default=str),
-              "settings": json.dumps(run_settings(run), sort_keys=True)}
+              "settings": json.dumps(run_settings(run), sort_keys=True),
+              "recommendation": recommendation_text(analysis)}
+    decisions = decisions_of(analysis)
     rows = []
     for cell in analysis.cells.to_dict("records"):
         swept = {a: _plain(cell.get(a)) for a in analysis.axes}
@@ -132,8 +137,33 @@ def rows_of_run(run: Path, data, analysis) -> pd.DataFrame:
                      "is_baseline": bool(cell.get("is_baseline")), "status": str(cell["status"]),
                      "repeats": int(cell["repeats"]), "failed": int(cell.get("failed") or 0),
                      **{f: _number(cell.get(f)) for f in (*FIGURES, *INTERVALS)},
-                     **_repeat_lists(analysis, cell["cell_id"])})
+                     **_repeat_lists(analysis, cell["cell_id"]), **decisions.get(str(cell["cell_id"]), {})})
     return pd.DataFrame(rows)
+
+
+# history column -> the verdict table's column ({m}: the run's metric, analysis.metric)
+DECISION_COLUMNS = {"verdict_ratio": "{m}_ratio", "verdict_ratio_low": "{m}_ratio_low",
+                    "verdict_ratio_high": "{m}_ratio_high", "verdict_p": "{m}_p_adj"}
+
+
+def decisions_of(analysis) -> Dict[str, Dict[str, Any]]:
+    """cell_id -> its stratum and its decision on the run's metric, as the Analysis' verdict
+    table holds them: the verdict, the ratio to its baseline with its 95% interval, adjusted p."""
+    if analysis.verdicts.empty:
+        return {}
+    out = {}
+    for row in analysis.verdicts.to_dict("records"):
+        figures = {name: _number(row.get(column.format(m=analysis.metric))) for name, column in DECISION_COLUMNS.items()}
+        out[str(row["cell_id"])] = {"verdict": str(row.get("verdict") or ""), "stratum": str(row.get("stratum") or ""),
+                                    **figures}
+    return out
+
+
+def recommendation_text(analysis) -> str:
+    """The run's recommendation, lines as every view prints them (recommend.recommendation_lines)."""
+    from sweeper.analysis.recommend import recommendation_lines
+
+    return "\n".join(recommendation_lines(analysis))
 
 
 def _plain(value: Any) -> Any:
