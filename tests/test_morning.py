@@ -69,13 +69,13 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
 def test_trends_are_one_compact_row_per_cell_with_history(page):
     trends = section(page, "Trends per cell")
     rows = table_rows(trends)
-    assert [r[1] for r in rows] == ["workers=0", "workers=2", nights.MOVED]        # none of the first night's cells
+    assert [r[1] for r in rows] == [nights.MOVED, "workers=0", "workers=2"]   # alerted first; no first-night cell
     assert trends.count('<svg class="spark"') == 3 and not re.search(IMG, trends)
-    moved = rows[2]
+    moved = rows[0]
     tonight, good, worse = (float(moved[i].replace(",", "").rstrip("x")) for i in (3, 5, 6))
     assert moved[4] == "n4" and abs(tonight - 1300) < 30 and abs(good - 2000) < 40 and abs(worse - 1.54) < 0.05
     assert moved[7].startswith(f"ALERT items/s {moved[6]} worse (significant")
-    assert rows[1][7] == "" and rows[1][4] == "n4"                     # the quiet cell: its last good night, no alert
+    assert rows[2][7] == "" and rows[2][4] == "n4"                     # the quiet cell: its last good night, no alert
     assert "fresh on vm-0123456789: its first night, no history yet" in trends
 
 
@@ -121,8 +121,8 @@ def test_the_store_keeps_the_analysis_decisions_and_recommendation(tmp_path):
 def test_sparkline_is_drawn_from_zero_with_alerted_nights_red():
     svg = sparkline([10.0, float("nan"), 10.0, 5.0], marked=[3], title="a <cell>")
     assert svg.startswith('<svg class="spark"') and "<title>a &lt;cell&gt;</title>" in svg
-    assert 'points="3.0,3.0 79.0,3.0 117.0,12.0"' in svg          # the missing night skipped; 5 is half of 10
-    assert svg.count('fill="#d7301f"') == 1 and 'cx="117.0" cy="12.0" r="2.5" fill="#d7301f"' in svg
+    assert 'points="3.0,3.0 79.0,3.0 117.0,14.0"' in svg          # the missing night skipped; 5 is half of 10
+    assert svg.count('fill="#d7301f"') == 1 and 'cx="117.0" cy="14.0" r="2.5" fill="#d7301f"' in svg
 
 
 @pytest.mark.slow

@@ -108,10 +108,11 @@ def trends_section(history: pd.DataFrame, assessed: pd.DataFrame, tonight: pd.Da
     """The compact rows of every cell with more than one night, and the first-night lines."""
     nights = up_to(history, tonight)
     rows = [compact_row(series, assessed) for _, series in nights.groupby(SERIES, sort=False) if len(series) > 1]
+    rows.sort(key=lambda row: not row[-1])          # alerted cells first, as on the rest of the page
     parts = [f"<h2>Trends per cell ({len(rows)})</h2>"]
     if rows:
         parts += ["<p>items/s over each cell's nights (from zero; red: alerted nights), the last night against "
-                  "the last good night, and the alert.</p>"] + compact_table(rows)
+                  "the last good night, and the alert; alerted cells first.</p>"] + compact_table(rows)
     return parts + first_night_lines(nights, tonight)
 
 

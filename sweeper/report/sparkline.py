@@ -27,7 +27,7 @@ def _dot(point: Tuple[float, float], colour: str, radius: float) -> str:
 
 
 def sparkline(values: Sequence[float], marked: Sequence[int] = (), title: str = "",
-              width: int = 120, height: int = 24) -> str:
+              width: int = 120, height: int = 28) -> str:
     """The series as one <svg> element; `marked`: indexes drawn red; `title`: its tooltip and label."""
     pad = 3.0
     points = _points(values, width, height, pad)
