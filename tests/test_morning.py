@@ -57,13 +57,13 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
     sweeps = section(page, "Sweeps of the night")
     nightly, fresh = sweeps.split("<h3>")[1:]
     assert nightly.startswith(f"nightly n5 on {nights.MACHINE}") and fresh.startswith("fresh n5")
-    assert f"<li>{nights.NIGHTLY_REC}</li>".replace("&", "&amp;") in nightly
+    assert f'<li class="pick">{nights.NIGHTLY_REC}</li>' in nightly and "items/s / baseline (higher is faster)" in nightly
     assert [r[:4] for r in table_rows(nightly)] == [["workers=0", "baseline", "1.000", "-"],
                                                     [nights.MOVED, FASTER, "1.300", "[1.274, 1.326]"],
                                                     ["workers=2", NO_CHANGE, "1.030", "[1.009, 1.051]"]]
     assert f"<p>1 {FASTER}, 1 {NO_CHANGE}</p>" in nightly
     assert [r[1] for r in table_rows(fresh)] == ["baseline", SLOWER]
-    assert f"<li>{nights.FRESH_REC}</li>" in fresh and "constraints: none" not in sweeps
+    assert f'<li class="pick">{nights.FRESH_REC}</li>' in fresh and "constraints: none" not in sweeps
 
 
 def test_trends_are_one_compact_row_per_cell_with_history(page):

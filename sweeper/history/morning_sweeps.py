@@ -34,9 +34,10 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
 def decisions_table(rows: pd.DataFrame) -> Table:
     """One row per cell: its decision, the ratio to its baseline with its interval, p (Holm), repeats."""
     split = rows["stratum"].fillna("").astype(bool).any()
-    metric = METRIC_LABEL.get(str(rows["metric"].iloc[0]), str(rows["metric"].iloc[0]))
-    header = [*(["stratum"] if split else []), "cell", "decision", f"{metric} / baseline", "95% CI", "p (Holm)",
-              "repeats"]
+    metric = str(rows["metric"].iloc[0])
+    way = "higher" if metric in HIGHER_IS_BETTER else "lower"
+    header = [*(["stratum"] if split else []), "cell", "decision",
+              f"{METRIC_LABEL.get(metric, metric)} / baseline ({way} is faster)", "95% CI", "p (Holm)", "repeats"]
     body = [[*([r.stratum or "-"] if split else []), r.cell, r.verdict or "-", num(r.verdict_ratio, 1.0, 3),
              interval(r.verdict_ratio_low, r.verdict_ratio_high, 1.0, 3), pvalue(r.verdict_p), str(int(r.repeats))]
             for r in ordered(rows).itertuples()]
@@ -62,7 +63,8 @@ def run_section(rows: pd.DataFrame) -> List[str]:
     if rows["verdict"].isna().all():
         return parts + ['<p class="note">no decisions in the history store for this run (appended before the '
                         "store kept them): its report.html has them</p>"]
-    parts += ['<ul class="rec">'] + [f"<li>{escape(line)}</li>" for line in recommendation(rows)] + ["</ul>"]
+    parts += ['<ul class="rec">'] + [f'<li class="{"pick" if "recommended" in line else ""}">{escape(line)}</li>'
+                                     for line in recommendation(rows)] + ["</ul>"]
     parts.append(f"<p>{escape(counts_line(rows))}</p>")
     tbl = decisions_table(rows)
     return parts + table(tbl, [tbl[0].index("decision")])
