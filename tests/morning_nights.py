@@ -4,6 +4,7 @@ sweep's end appends them (store.rows_of_run's columns), night after night.
 - sweep `nightly`, 5 nights on one machine, 3 cells against the baseline workers=0:
   workers=2 never moves; workers=4 runs 2,000 items/s for 4 nights, then 1,300 on the last
   (the cell that moved: 1.54x worse, 5 repeats each side, so the test says slower too);
+  workers=8 is new on the last night;
 - sweep `fresh`, only the last night: its first night, 2 cells, no history.
 """
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Dict, List
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER
+from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 from sweeper.history.store import append_rows, read
 
 DAY, T0, MACHINE, NIGHTS = 86400.0, 1_780_000_000.0, "vm-0123456789", 5
-MOVED = "workers=4"
+MOVED, NEW = "workers=4", "workers=8"
 NIGHTLY_REC = ("recommended: workers=4: +30.0% faster than the baseline (1,300 vs 1,000 items/s), "
                "interval [+27.1%, +33.2%] (faster; judged on throughput, items per second of each repeat)")
 FRESH_REC = ("recommended: keep the baseline batch_size=8: no configuration is detectably faster "
@@ -26,7 +27,8 @@ FRESH_REC = ("recommended: keep the baseline batch_size=8: no configuration is d
 # cell -> (items/s per night, the last night's verdict, its ratio to the baseline)
 NIGHTLY = {"workers=0": ([1000.0] * NIGHTS, "baseline", 1.0),
            "workers=2": ([1030.0] * NIGHTS, NO_CHANGE, 1.03),
-           MOVED: ([2000.0] * (NIGHTS - 1) + [1300.0], FASTER, 1.30)}
+           MOVED: ([2000.0] * (NIGHTS - 1) + [1300.0], FASTER, 1.30),
+           NEW: ([None] * (NIGHTS - 1) + [1040.0], within(0.05), 1.04)}
 START = {"nightly": 0.0, "fresh": 3600.0}        # the suite runs its sweeps in turn
 FRESH = {"batch_size=8": ([500.0], "baseline", 1.0), "batch_size=16": ([400.0], SLOWER, 0.80)}
 
@@ -55,7 +57,7 @@ def decided(row: Dict, verdict: str, ratio: float, recommendation: str) -> Dict:
 def night_rows(sweep: str, cells: Dict, night: int, first: int, recommendation: str,
                rng: np.random.Generator) -> pd.DataFrame:
     rows = [decided(cell_row(sweep, night, cell, figures[night - first], rng), verdict, ratio, recommendation)
-            for cell, (figures, verdict, ratio) in cells.items()]
+            for cell, (figures, verdict, ratio) in cells.items() if figures[night - first] is not None]
     return pd.DataFrame(rows)
 
 

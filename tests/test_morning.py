@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER
+from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 from sweeper.history import detect, morning
 from sweeper.history.night import Night
 from sweeper.history.store import append_rows, read, rows_of_run
@@ -60,8 +60,10 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
     assert f'<li class="pick">{nights.NIGHTLY_REC}</li>' in nightly and "items/s / baseline (higher is faster)" in nightly
     assert [r[:4] for r in table_rows(nightly)] == [["workers=0", "baseline", "1.000", "-"],
                                                     [nights.MOVED, FASTER, "1.300", "[1.274, 1.326]"],
+                                                    [nights.NEW, within(0.05), "1.040", "[1.019, 1.061]"],
                                                     ["workers=2", NO_CHANGE, "1.030", "[1.009, 1.051]"]]
-    assert f"<p>1 {FASTER}, 1 {NO_CHANGE}</p>" in nightly
+    assert f"<p>1 {FASTER}, 1 {within(0.05)}, 1 {NO_CHANGE}</p>" in nightly
+    assert f'<td class="within">{within(0.05)}</td>' in nightly
     assert [r[1] for r in table_rows(fresh)] == ["baseline", SLOWER]
     assert f'<li class="pick">{nights.FRESH_REC}</li>' in fresh and "constraints: none" not in sweeps
 
@@ -69,7 +71,7 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
 def test_trends_are_one_compact_row_per_cell_with_history(page):
     trends = section(page, "Trends per cell")
     rows = table_rows(trends)
-    assert [r[1] for r in rows] == [nights.MOVED, "workers=0", "workers=2"]   # alerted first; no first-night cell
+    assert [r[1] for r in rows] == [nights.MOVED, "workers=0", "workers=2"]   # alerted first; no cell new tonight
     assert trends.count('<svg class="spark"') == 3 and not re.search(IMG, trends)
     moved = rows[0]
     tonight, good, worse = (float(moved[i].replace(",", "").rstrip("x")) for i in (3, 5, 6))
@@ -77,6 +79,7 @@ def test_trends_are_one_compact_row_per_cell_with_history(page):
     assert moved[7].startswith(f"ALERT items/s {moved[6]} worse (significant")
     assert rows[2][7] == "" and rows[2][4] == "n4"                     # the quiet cell: its last good night, no alert
     assert "fresh on vm-0123456789: its first night, no history yet" in trends
+    assert f"nightly on vm-0123456789: 1 cell(s) new tonight, no history yet: {nights.NEW}." in trends
 
 
 def test_a_full_plot_only_for_the_cell_that_moved(page):
