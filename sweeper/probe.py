@@ -353,7 +353,8 @@ _MAX_PREFIXES = ("mem_", "gpu_mem_")
 
 def _column_figures(rows: List[Dict[str, Any]]) -> Dict[str, float]:
     out: Dict[str, float] = {}
-    keys = sorted({k for r in rows for k in r})
+    # only the summarised columns: a workload's own columns may hold text (a note, a tag)
+    keys = sorted({k for r in rows for k in r if k.startswith(_MEAN_PREFIXES + _MAX_PREFIXES)})
     for key in keys:
         values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
         if not np.isfinite(values).any():

@@ -138,6 +138,12 @@ def not_appended(ctx) -> None:
     assert not list((ctx.R / "history").rglob("*.parquet")), "a run with no ok trial was appended"
 
 
+def kept_offline(ctx) -> None:
+    """Both trials and the summary are W&B runs kept offline, ready for `wandb sync`."""
+    kept = list(ctx.R.glob("single/*/wandb/offline-run-*/run-*.wandb"))
+    assert len(kept) == 3, kept
+
+
 def two_runs(ctx) -> None:
     runs = sorted(p.name for p in (ctx.R / "single").iterdir() if (p / "trials").is_dir())
     assert len(runs) == 2 and runs[0] == "fixed", runs
@@ -337,7 +343,7 @@ SLOW_CASES = [
     Case("wandb-offline-default", "4, 13", (QUICK, "wandb.enabled=true"), OK, lines=0, slow=True),
     Case("wandb-online-unreachable", "13", (QUICK, "repeats=2", "wandb.enabled=true", "wandb.mode=online"), OK,
          "wandb", slow=True, env=(("WANDB_BASE_URL", "http://127.0.0.1:9"), ("WANDB_API_KEY", "x" * 40),
-                                  ("WANDB_MODE", "online"))),
+                                  ("WANDB_MODE", "online")), check=kept_offline),
     Case("daemon-of-a-local-trial", "11c", ("workload.target=daemon_mod:run", "+workload.params.pid_file={R}/daemon.pid"),
          OK, lines=0, setup=with_module("daemon_mod", files.DAEMON), slow=True),
 ]

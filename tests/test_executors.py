@@ -34,10 +34,3 @@ def test_local_and_ray_give_the_same_summary_columns_tables_and_exit_codes(sweep
     assert "on a local Ray" in on_ray.stdout and "on this process" in local.stdout
     for out in (on_ray.stdout, local.stdout):
         assert "1 trial(s) did not finish" in out and "python -m sweeper" in out
-
-
-def test_both_executors_exit_0_when_every_trial_finishes(sweeper_cli, tmp_path):
-    for executor in ("ray", "local"):
-        result = sweeper_cli(["workload.target=tests.workloads_for_tests:quick", "workload.steps=3",
-                              "workload.warmup_steps=0", f"executor={executor}", "report.enabled=false"])
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

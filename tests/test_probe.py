@@ -187,6 +187,18 @@ def test_data_wait_share_is_over_measured_steps():
         assert f"phase_data_wait_{key}" in summary and f"phase_forward_{key}" in summary
 
 
+def test_a_text_column_of_the_workloads_own_is_kept_and_the_summary_still_made():
+    clock = FakeClock()
+    probe = Probe(clock=clock)
+    for mem in (1.0, 3.0):
+        with probe.step(items=1):
+            probe.record(note="shard-7", mem_host_gb=mem)
+            clock.advance(2)
+    summary = probe.summary()
+    assert summary["mem_host_gb_max"] == 3.0 and summary["items_per_s"] == pytest.approx(500)
+    assert [r["note"] for r in probe.rows] == ["shard-7", "shard-7"]
+
+
 def prefetching_loop(probe, clock, steps=6, wait_ms=4.0, gap_ms=1.0):
     """A loader that works in the background: each step waits wait_ms, and gap_ms pass between
     steps (bookkeeping) while the loader keeps going, as a loop timed by the wall clock sees it."""

@@ -78,20 +78,6 @@ def test_failures_are_rows_and_the_sweep_goes_on(sweeper_cli, tmp_path):
 # fake executor (tests/test_driver.py); what a real trial process reports is tested above.
 
 
-def test_secrets_never_reach_results(sweeper_cli, tmp_path):
-    secret = "sk-test-0123456789abcdef"
-    result = sweeper_cli([f"workload.target={T}:leaks_secret", *FAST], env_extra={"WANDB_API_KEY": secret})
-    assert result.returncode == 0, result.stderr[-3000:]
-    run = only_run(tmp_path)
-    files = [p for p in run.rglob("*") if p.is_file()]
-    assert any(p.name == "trial.log" for p in files)
-    assert [p for p in files if secret.encode() in p.read_bytes()] == []
-    assert secret not in result.stdout + result.stderr
-    assert "[redacted:WANDB_API_KEY]" in (next(run.rglob("trial.log"))).read_text()
-    steps = pd.read_parquet(next(run.rglob("steps.parquet")))      # still a readable file
-    assert set(steps["note"]) == {"key=[redacted:WANDB_API_KEY]"}
-
-
 def digest(folder: Path) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
 
@@ -99,8 +85,9 @@ def digest(folder: Path) -> dict:
 def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_path):
     from tests.conftest import run_sweeper
 
+    # executor=local: the driver's own interrupt and resume; Ray's trials under Ctrl-C are the next tests'
     args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.2", "workload.steps=10",
-            "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5"]
+            "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5", "executor=local"]
     env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": str(ROOT)}
     driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
@@ -214,7 +201,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
                                 env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_nodes(address, 2, env)
         started = tmp_path / "started"
-        args = [f"workload.target={T}:quick_announced", "+workload.params.sleep_s=0.5", "workload.steps=20",
+        args = [f"workload.target={T}:quick_announced", "+workload.params.sleep_s=0.5", "workload.steps=12",
                 f"+workload.params.started_dir={started}",
                 "workload.warmup_steps=0", "workload.seed=0,1,2,3", "resources.isolation=pack",
                 "resources.cpus=1", "resources.max_retries=1", f"ray.address={address}",
@@ -228,7 +215,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
             if line.startswith("sweep 'single'"):
                 break
         # three trials running means two or three on the second node (the head has one CPU);
-        # each runs 10 s, so the node is lost while they run
+        # each runs 6 s, so the node is lost while they run
         deadline = time.monotonic() + 120
         while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)

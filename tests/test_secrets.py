@@ -1,6 +1,6 @@
 """No credential reaches a file or the terminal, wherever it was typed: the environment, a URL's
-userinfo, a param named like a secret, a tracking URI; with W&B (offline) and MLflow on. And W&B
-online with its server unreachable: one line, then the rest of the sweep offline, in seconds."""
+userinfo, a param named like a secret, a tracking URI; with W&B (offline) and MLflow on. (W&B online with its server unreachable is a case of
+tests/bad_input_cases.py.)"""
 import io
 import json
 import os
@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -84,7 +83,7 @@ def reads_shards(cfg, probe):
     assert len(samples) == SAMPLES
     for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
         with probe.step(items=1):
-            pass
+            probe.record(note=f"env={os.environ['HF_TOKEN']}")     # into steps.parquet
     return {"samples_read": float(len(samples))}
 
 
@@ -153,6 +152,10 @@ def test_no_secret_reaches_a_file_or_the_terminal(tmp_path, tracking):
         shutil.rmtree(tmp, ignore_errors=True)
     logs = "".join(p.read_text() for p in run.glob("trials/*/trial.log"))
     assert "https://***@host/x.tar with token [redacted] env [redacted:HF_TOKEN]" in logs   # what was printed
+    import pandas as pd
+
+    steps = pd.concat(pd.read_parquet(p) for p in run.glob("trials/*/steps.parquet"))   # still readable files
+    assert set(steps["note"]) == {"env=[redacted:HF_TOKEN]"}
     assert list(run.rglob("run-*.wandb"))
     # W&B's own staging and cache (searched above) sit beside the runs, none under HOME
     own = [f for d in ("cache", "data") for f in (run / "wandb" / d).rglob("*") if f.is_file()]
@@ -183,26 +186,3 @@ def sweep_with_secrets(tmp_path: Path, tmp: Path, tracking):
     assert sorted(r["status"] for r in map(json.loads, map(Path.read_text, run.glob("trials/*/trial.json")))) \
         == ["ok", "ok"], output[-3000:]                    # both trials read the shard through the URL
     return output, run
-
-
-@pytest.mark.slow
-def test_wandb_online_but_unreachable_falls_back_offline_once_in_seconds(tmp_path):
-    pytest.importorskip("wandb")
-    env = {**os.environ, "HOME": str(tmp_path), "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_API_KEY": "d" * 40,
-           "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env.pop("WANDB_MODE", None)
-    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", "executor=local",
-           "workload.target=tests.workloads_for_tests:quick", "workload.steps=3", "workload.warmup_steps=1",
-           "data.batch_size=1,2,4", "wandb.enabled=true", "wandb.mode=online", "report.enabled=false"]
-    started = time.monotonic()
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
-    took = time.monotonic() - started
-    assert result.returncode == 0, result.stderr[-3000:]
-    said = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("W&B: ")]
-    run = next((tmp_path / "results").glob("single/*/trials")).parent
-    assert said == [f"W&B: http://127.0.0.1:9 did not answer (CommError); this sweep's W&B runs are kept offline: "
-                    f"wandb sync {run / 'wandb'}/offline-run-* uploads them later"]
-    kept = list(run.glob("wandb/offline-run-*/run-*.wandb"))
-    assert len(kept) == 4, kept                         # three trials and the summary, ready for `wandb sync`
-    assert took < 135, took                              # W&B's own 90 s a trial would take 270 s or more
