@@ -29,6 +29,7 @@ import psutil
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 KILL_DEADLINE_S = 10.0       # a process stuck in the kernel (D state) cannot die; don't wait for it for ever
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -40,9 +41,18 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def set_child_subreaper() -> bool:
+def set_child_subreaper(on: bool = True) -> bool:
     """Orphans below this process come back to it instead of init, so it can still end them."""
-    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def is_child_subreaper() -> bool:
+    flag = ctypes.c_int(0)
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
+    except OSError:
+        return False
 
 
 def set_death_signal(sig: int) -> bool:

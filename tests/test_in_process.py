@@ -5,10 +5,12 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+import psutil
 import pytest
 
 from sweeper import exitcodes
@@ -322,3 +324,30 @@ def test_publishing_finds_the_key_the_run_ids_and_only_this_sweeps_offline_runs(
     for folder in (mine, other):
         folder.mkdir(parents=True)
     assert publish.offline_dirs(run, ids) == [mine]
+
+
+@pytest.mark.slow      # forks a process that double-forks an orphan
+def test_an_in_process_sweep_leaves_this_process_as_it_found_it():
+    """executor=local makes this process a child subreaper for the sweep (a trial's daemons come
+    back to it); after the sweep it is not one any more, and the orphans it adopted are reaped."""
+    from sweeper.containment import is_child_subreaper
+    from sweeper.executors.local import LocalExecutor
+
+    assert not is_child_subreaper()
+    ours = {p.pid for p in psutil.Process().children()}
+    executor = LocalExecutor()
+    executor.start()
+    assert is_child_subreaper()
+    middle = os.fork()
+    if middle == 0:                       # an orphan: its parent exits at once, it ends soon after
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    deadline = time.monotonic() + 10
+    while not [p for p in psutil.Process().children() if p.pid not in ours and p.status() == psutil.STATUS_ZOMBIE]:
+        assert time.monotonic() < deadline, "the orphan never came back to this process"
+        time.sleep(0.01)
+    executor.close()
+    assert not is_child_subreaper()
+    assert {p.pid for p in psutil.Process().children()} - ours == set()

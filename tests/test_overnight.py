@@ -189,9 +189,7 @@ def _command_of(proc) -> str:
 
 
 def _exited(proc) -> bool:
-    """A zombie has exited; it waits only for its parent to reap it. An in-process sweep with
-    executor=local earlier in this test process made it a child subreaper, so the cluster's
-    orphans may be re-parented here: reap ours."""
+    """A zombie has exited; it waits only for its parent to reap it (reaped here if that is us)."""
     try:
         if proc.status() != psutil.STATUS_ZOMBIE:
             return False

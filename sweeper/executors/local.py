@@ -25,6 +25,12 @@ from sweeper.isolation import Outcome, collect, scratch_root
 from sweeper.plan import ClusterShape, Trial
 
 
+def _children() -> list:
+    import psutil
+
+    return psutil.Process().children()
+
+
 def visible_gpus() -> int:
     """NVIDIA device nodes, read without importing torch or starting CUDA."""
     if not os.path.isdir("/dev"):
@@ -75,10 +81,26 @@ class LocalExecutor(Executor):
         self.done: Dict[int, Outcome] = {}
 
     def start(self) -> ClusterShape:
-        from sweeper.containment import set_child_subreaper
+        from sweeper.containment import is_child_subreaper, set_child_subreaper
 
+        self.was_subreaper = is_child_subreaper()
+        self.children_before = {p.pid for p in _children()}
         set_child_subreaper()
         return this_machine()
+
+    def close(self) -> None:
+        """The process that ran the sweep in-process (a test, a notebook) is a subreaper no longer,
+        and the orphans it adopted meanwhile are reaped, not left as zombies."""
+        from sweeper.containment import set_child_subreaper
+
+        if not getattr(self, "was_subreaper", True):
+            set_child_subreaper(False)
+        for child in _children():    # only those adopted during the sweep: the caller may wait on its own
+            if child.pid not in getattr(self, "children_before", ()):
+                try:
+                    os.waitpid(child.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
 
     def describe(self, shape: ClusterShape) -> str:
         return f"this process, one trial at a time ({super().describe(shape)})"
