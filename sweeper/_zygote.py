@@ -11,7 +11,7 @@ CUDA is never initialised here, so each child can start it for its own GPUs.
 It listens on a Unix socket before it imports anything, so hosts can connect while
 it warms up; it writes {"ready": pid} on stdout once its imports are done. One
 connection is one trial, one JSON object a line: the host sends {"scratch": dir,
-"env": {...}}; the zygote answers {"pid": n} when the child starts and {"pid": n,
+"env": {...}} (or {"preload": [modules]}: import these too before the next fork); the zygote answers {"pid": n} when the child starts and {"pid": n,
 "exit": code} when it ends. The child reads its spec from <scratch>/spec.pkl. A host
 that hangs up before its trial ends takes the trial (its process group) down with it.
 Each child is the trial's keeper (sweeper.containment.keep): it forks the real trial and,
@@ -108,14 +108,27 @@ def _trial(scratch: Path) -> None:
         os._exit(code)
 
 
-def _preload() -> None:
+def _import_all(names) -> None:
     import importlib
 
-    for name in PRELOAD + tuple(sys.argv[2:]):
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception as exc:   # a trial that needs it will fail with the real error
             print(f"zygote: could not preload {name}: {exc}", file=sys.stderr)
+
+
+def _freeze() -> None:
+    """Everything imported so far moves to the permanent generation: a trial's garbage
+    collections then skip it, so they neither take the time to walk torch's objects nor
+    write to their headers, which would copy the zygote's pages one by one into each child
+    (Python's docs advise gc.freeze() before fork for this)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _preload() -> None:
+    _import_all(PRELOAD + tuple(sys.argv[2:]))
     try:   # cached here so every child skips `git rev-parse` and the metadata reads (no CUDA is touched)
         from sweeper.fingerprint import git_commit, package_versions
 
@@ -193,7 +206,12 @@ class Zygote:
         self.buffers[conn] += chunk
         while b"\n" in self.buffers[conn]:
             line, self.buffers[conn] = self.buffers[conn].split(b"\n", 1)
-            self._start(conn, json.loads(line))
+            request = json.loads(line)
+            if "preload" in request:     # the workloads' modules, known once the driver has composed the jobs
+                _import_all(request["preload"])
+                _freeze()
+            else:
+                self._start(conn, request)
 
     def _start(self, conn: socket.socket, request: dict) -> None:
         zygote = os.getpid()
@@ -271,12 +289,7 @@ def main() -> None:
     ready = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                    # stray prints go to stderr
     _preload()
-    # Everything imported so far moves to the permanent generation: a trial's garbage
-    # collections then skip it, so they neither take the time to walk torch's objects nor
-    # write to their headers, which would copy the zygote's pages one by one into each child
-    # (Python's docs advise gc.freeze() before fork for this).
-    gc.collect()
-    gc.freeze()
+    _freeze()
     ready.write(json.dumps({"ready": os.getpid()}) + "\n")
     ready.close()
     Zygote(listener).serve()

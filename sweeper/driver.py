@@ -37,9 +37,6 @@ def check_prices(root: RootConfig, trials: List[Trial]) -> None:
     prices must name this machine's GPU models when trials run here (a local Ray or the local
     executor). Each gap is one line (bad input when the objective is cost). On a remote
     cluster the GPU models are known only from the trials' fingerprints: a note then."""
-    from sweeper.analysis.cost import unpriced_line
-    from sweeper.executors.local import gpu_models
-
     cost = root.cost
     if not cost.enabled or (root.ray.address and root.executor == "ray"):   # the plan here is not the cluster's
         return
@@ -49,6 +46,9 @@ def check_prices(root: RootConfig, trials: List[Trial]) -> None:
         line = (f"{cpu_only} trial(s) run on CPUs only and cost.cpu_hour_usd is not set: they will have no cost "
                 f"(set cost.cpu_hour_usd=PRICE, USD per CPU-hour)")
     elif cost.gpu_hour_usd and any(t.num_gpus for t in trials):
+        from sweeper.analysis.cost import unpriced_line      # here: that module imports pandas
+        from sweeper.executors.local import gpu_models
+
         line = unpriced_line(cost.gpu_hour_usd, gpu_models())
     if line and root.analysis.objective == "cost":
         raise SweeperError(f"{line} (analysis.objective=cost)")

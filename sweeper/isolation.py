@@ -26,7 +26,6 @@ from typing import Any, Dict, Optional, Sequence
 
 from sweeper._zygote import STOP_GRACE_S, socket_address
 from sweeper.record import TrialRecord
-from sweeper.trial import LOG_FILE, RECORD_FILE
 
 LOG_TAIL_LINES = 40
 ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a loaded node
@@ -95,24 +94,10 @@ class TrialHost:
         self.proc = None
 
 
-    def _connect(self) -> socket.socket:
-        """The zygote binds its socket within milliseconds of starting; wait that long at most."""
-        deadline = time.monotonic() + 10
-        while True:
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                conn.connect(socket_address(self.socket_path))
-                return conn
-            except (FileNotFoundError, ConnectionRefusedError):
-                conn.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
     def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
         scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
-        conn = self._connect()
+        conn = connect_zygote(self.socket_path)
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
             conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
@@ -140,6 +125,28 @@ class TrialHost:
         finally:
             conn.close()
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def connect_zygote(socket_path: str) -> socket.socket:
+    """The zygote binds its socket within milliseconds of starting; wait that long at most."""
+    deadline = time.monotonic() + 10
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(socket_address(socket_path))
+            return conn
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def preload_more(socket_path: str, modules: Sequence[str]) -> None:
+    """Asks a running zygote to import `modules` too before it forks the next trial."""
+    if modules:
+        with connect_zygote(socket_path) as conn:
+            conn.sendall((json.dumps({"preload": list(modules)}) + "\n").encode())
 
 
 def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subprocess.DEVNULL,
@@ -175,6 +182,8 @@ def _stop_trial(pid: int, reader: _LineReader) -> Optional[dict]:
 def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], status: str,
             timeout_s: float) -> Outcome:
     """The child's record and files; a record of our own when it left none."""
+    from sweeper.trial import LOG_FILE, RECORD_FILE     # here: the trial's module imports numpy and the probe
+
     record_path = scratch / RECORD_FILE
     log = (scratch / LOG_FILE).read_text(errors="replace") if (scratch / LOG_FILE).exists() else ""
     if status == "ok" and record_path.exists():

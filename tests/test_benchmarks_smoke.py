@@ -3,6 +3,7 @@
 of this machine is asserted here (speed targets are met in benchmarks/, never in tests)."""
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 
@@ -117,10 +118,22 @@ def test_gaps_between_trials_on_one_gpu():
     assert gpu_packing.gaps_and_setup(times) == (0.25, 0.5)
 
 
-def test_startup_splits_a_one_trial_sweep_at_the_ready_line_and_the_trials_start(tmp_path, monkeypatch):
-    monkeypatch.setattr(startup, "run_timed", _fake_command([(1003.5, 1004.0, {})], ready_after_s=2.5))
-    parts = startup.one_trial_sweep(1, tmp_path)
-    assert parts == pytest.approx({"to_ready_s": 2.5, "ready_to_trial_s": 1.0, "to_trial_s": 3.5, "wall_s": 9.0})
+def test_startup_packing_is_the_work_over_the_slots_times_the_span():
+    times = [{"started_at": 10.0 + 3.5 * i, "ended_at": 13.0 + 3.5 * i} for i in range(4)]   # one slot, 0.5 s gaps
+    assert startup.packing(times, 4, 3.0, 1) == pytest.approx({"span_s": 13.5, "efficiency": 12 / 13.5,
+                                                               "per_trial_s": 13.5 / 4})
+    two = [{"started_at": 0.0, "ended_at": 3.0}, {"started_at": 0.0, "ended_at": 3.0}]
+    assert startup.packing(two, 2, 3.0, 4)["efficiency"] == pytest.approx(1.0)     # two trials fill two of 4 slots
+    assert math.isnan(startup.packing(two[:1], 2, 3.0, 1)["efficiency"])            # a trial missing: no figure
+
+
+def test_startup_commands_are_the_same_trial_on_any_host_and_relative_to_the_checkout(tmp_path):
+    cmds = startup.commands("cuda", 0.5, 3, 3.0)
+    assert cmds["floor"](tmp_path)[-1] == "import torch; torch.zeros(1, device='cuda')"
+    assert "resources.gpus=1" in cmds["ray"](tmp_path) and "executor=local" in cmds["local"](tmp_path)
+    assert "workload.seed=0,1,2" in cmds["packed"](tmp_path) and "dry_run=true" in cmds["dry_run"](tmp_path)
+    cpu = startup.commands("cpu", 0.5, 3, 3.0)["ray"](tmp_path)
+    assert "workload.device=cpu" in cpu and "+workload.params.seconds=0.5" in cpu
 
 
 def test_startup_reads_top_level_import_times_and_names_the_heavy_ones():

@@ -20,6 +20,9 @@ class SweeperRayLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from hydra_plugins.sweeper_ray_launcher import _core   # Ray is imported only from here on
+        from sweeper.executors import head_start   # Ray starts now, in the background, when the sweep runs on it
 
-        return _core.launch(self, job_overrides, initial_job_idx)
+        with head_start(self.config):
+            from hydra_plugins.sweeper_ray_launcher import _core
+
+            return _core.launch(self, job_overrides, initial_job_idx)

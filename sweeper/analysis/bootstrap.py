@@ -11,7 +11,6 @@ import math
 from typing import Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
-from scipy import stats
 
 from sweeper.measure.rules import items_per_second
 
@@ -71,7 +70,9 @@ def bootstrap_ci(samples: Sequence[float], statistic: Statistic = "p50",
     x = clean(samples)
     if x.size < 2:
         return math.nan, math.nan
-    res = stats.bootstrap((x,), _statistic(statistic), n_resamples=n_resamples,
+    from scipy.stats import bootstrap    # here, when used: importing scipy.stats costs seconds
+
+    res = bootstrap((x,), _statistic(statistic), n_resamples=n_resamples,
                           confidence_level=confidence, method=_bootstrap_method(statistic),
                           rng=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -94,7 +95,9 @@ def throughput_ci(step_seconds: Sequence[float], items_per_step: Union[float, Se
     point = float(items_per_second(items, seconds))
     if seconds.size < 2:
         return point, math.nan, math.nan
-    res = stats.bootstrap((items, seconds), items_per_second, paired=True,
+    from scipy.stats import bootstrap    # here, when used: importing scipy.stats costs seconds
+
+    res = bootstrap((items, seconds), items_per_second, paired=True,
                           n_resamples=n_resamples, confidence_level=confidence,
                           method="percentile", rng=np.random.default_rng(seed))
     return point, float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -131,7 +134,9 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Statistic = "p50
     ratio = float(ratio_fn(a, b))
     if a.size < 2 or b.size < 2:
         return ratio, math.nan, math.nan
-    res = stats.bootstrap((a, b), ratio_fn, n_resamples=n_resamples, confidence_level=confidence,
+    from scipy.stats import bootstrap    # here, when used: importing scipy.stats costs seconds
+
+    res = bootstrap((a, b), ratio_fn, n_resamples=n_resamples, confidence_level=confidence,
                           method="percentile", rng=np.random.default_rng(seed))
     return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
 

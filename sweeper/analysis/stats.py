@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy import stats
 
 from sweeper.analysis.bootstrap import clean, ratio_of_medians_ci
 
@@ -83,8 +82,10 @@ def mean_rel_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> fl
     x = clean(samples)
     if x.size < 2 or np.mean(x) == 0:
         return math.nan
+    from scipy.stats import t      # here, when used: importing scipy.stats costs seconds
+
     sem = float(np.std(x, ddof=1)) / math.sqrt(x.size)
-    return float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * sem / abs(np.mean(x)))
+    return float(t.ppf(0.5 + confidence / 2, x.size - 1) * sem / abs(np.mean(x)))
 
 
 # --------------------------------------------------------------------------- effect sizes, p-values
@@ -122,6 +123,8 @@ def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     can fall below what the sizes allow. The exact null assumes no ties, so with ties
     the permutations are enumerated; only large samples use the normal approximation.
     """
+    from scipy.stats import PermutationMethod, mannwhitneyu
+
     pooled = np.concatenate([a, b])
     if np.unique(pooled).size == 1:       # no spread at all: nothing tells the two apart
         return 1.0
@@ -132,10 +135,10 @@ def _mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
     if not ties and max(a.size, b.size) <= _EXACT_MAX_N:
         method = "exact"
     elif ties and arrangements <= _PERMUTATION_MAX:
-        method = stats.PermutationMethod(n_resamples=arrangements)
+        method = PermutationMethod(n_resamples=arrangements)
     else:
         method = "asymptotic"
-    return float(stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
+    return float(mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
 
 
 def _rank_sum_permutation_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -143,8 +146,10 @@ def _rank_sum_permutation_p(a: np.ndarray, b: np.ndarray) -> float:
     enumerated: for the small tied samples scipy will not take (one value a side)."""
     import itertools
 
+    from scipy.stats import rankdata
+
     pooled = np.concatenate([a, b])
-    ranks = stats.rankdata(pooled)
+    ranks = rankdata(pooled)
     centre = a.size * (pooled.size + 1) / 2.0
     observed = abs(ranks[:a.size].sum() - centre)
     sums = np.array([ranks[list(c)].sum() for c in itertools.combinations(range(pooled.size), a.size)])

@@ -4,6 +4,13 @@ Starts a local Ray (or attaches to `ray.address`), asks it for the cluster's sha
 submits each trial as a task with its CPU and GPU requests (Ray's scheduler places it),
 and hands back outcomes as tasks end (`ray.wait`). Inside the task, the trial is forked
 from a warm zygote into a contained process tree of its own (sweeper/isolation.py).
+
+Ray starts in the background (`begin`, called as soon as the launcher knows the sweep runs
+on Ray), while the jobs are composed and planned; `start` waits for it. `ray.init` runs in a
+thread that lives as long as the executor: Ray's processes die with the thread that started
+them (PR_SET_PDEATHSIG), so that thread ends only once they are gone. A local Ray this driver
+started is ended at once by `close` (SIGKILL to its process tree; the records are written by
+then), not by Ray's graceful shutdown, which held the prompt for seconds.
 """
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.executors.base import Executor, TrialLost
@@ -43,9 +51,14 @@ class NodeZygote:
         self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
         self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
 
+    def preload(self, modules: Sequence[str]) -> None:
+        from sweeper.isolation import preload_more
+
+        preload_more(self.socket_path, modules)
+
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.kill()           # it holds nothing to save; its keepers end their trials (PDEATHSIG)
             self.proc.wait(timeout=10)
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -92,17 +105,35 @@ class RayExecutor(Executor):
         self.zygote: Optional[NodeZygote] = None
         self.guard = None
         self.remote = None
+        self.starter: Optional[_Starter] = None
 
     # -- the cluster ------------------------------------------------------------------
-    def start(self) -> ClusterShape:
+    def begin(self) -> None:
+        """Starts the node zygote (its torch import) and Ray in the background; `start` waits."""
+        if self.starter is not None:
+            return
         if not self.cfg.address and not self.cfg.runtime_env:
-            self.zygote = NodeZygote(self.preload)       # imports torch while Ray starts
+            self.zygote = NodeZygote(self.preload)       # from this thread: it dies with its parent thread
+        self.starter = _Starter(self._connect_and_guard)
+
+    def add_preload(self, modules: Sequence[str]) -> None:
+        """The workloads' modules, known once the jobs are composed, for a zygote begun before."""
+        more = [m for m in modules if m not in self.preload]
+        self.preload += more
+        if self.zygote is not None and more:
+            self.zygote.preload(more)
+
+    def start(self) -> ClusterShape:
+        self.begin()
+        self.starter.wait()                              # re-raises what ray.init raised
+        return self._shape()
+
+    def _connect_and_guard(self) -> None:
         self.started_ray = self._connect()
         if self.started_ray:
             from sweeper.rayguard import guard_local_ray
 
             self.guard = guard_local_ray(ray_session_dir())   # Ray's processes end with this driver, even on SIGKILL
-        return self._shape()
 
     def _connect(self) -> bool:
         """Starts a local Ray (returns True) or attaches to `ray.address`."""
@@ -185,11 +216,89 @@ class RayExecutor(Executor):
                 ray.cancel(handle, force=True)
 
     def close(self) -> None:
-        if self.started_ray:
-            import ray
+        """Ends what this executor started. A start still under way is let finish first: only
+        then is every process it started known (and Ray prints nothing of an aborted start)."""
+        try:
+            if self.starter is not None:
+                self.starter.finished()
+            if self.started_ray:
+                _end_local_ray()
+        finally:
+            if self.guard is not None:
+                self.guard.close()
+            if self.zygote is not None:
+                self.zygote.close()
+            if self.starter is not None:
+                self.starter.release()
 
-            ray.shutdown()
-        if self.guard is not None:
-            self.guard.close()
-        if self.zygote is not None:
-            self.zygote.close()
+
+def _end_local_ray() -> None:
+    """Disconnects this driver from the local Ray it started, then SIGKILLs Ray's processes and
+    everything below them, returning once each has exited (milliseconds). Ray's own shutdown
+    asks each process to end in turn and waits for it: seconds, with the prompt held."""
+    import ray
+    from ray._private import worker
+
+    from sweeper.rayguard import end_processes, process_trees
+
+    node = worker._global_node
+    popens = [info.process for infos in (node.all_processes.values() if node else ()) for info in infos]
+    tree = process_trees([p.pid for p in popens])
+    if node is not None and node.is_head():
+        node.destroy_external_storage()          # spilled objects, if any
+    worker._global_node = None                   # so that ray.shutdown() only disconnects this driver
+    try:
+        ray.shutdown()
+    finally:
+        worker._global_node = None
+        end_processes(tree)
+        for proc in popens:
+            proc.poll()                          # reaped through their Popen, which waits for them
+
+
+class _Starter:
+    """Runs `connect` in a thread of its own that stays until `release`: Linux ends Ray's
+    processes when the thread that started them ends."""
+
+    def __init__(self, connect) -> None:
+        self.connect, self.error = connect, None
+        self.done, self.released = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ray-start", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            _quiet_thread_warning()
+            self.connect()
+        except BaseException as exc:             # handed to the caller of `wait`
+            self.error = exc
+        finally:
+            self.done.set()
+        self.released.wait()
+
+    def wait(self) -> None:
+        """Until Ray is up; raises what its start raised."""
+        self.finished()
+        if self.error is not None:
+            raise self.error
+
+    def finished(self) -> None:
+        while not self.done.wait(0.5):   # timed: Ctrl-C and SIGTERM still reach this thread
+            pass
+
+    def release(self) -> None:
+        self.released.set()
+
+
+class _NotFromThisThread(logging.Filter):
+    """Ray warns that it set no SIGTERM handler outside the main thread: the driver has its own
+    (sweeper/interrupts.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+def _quiet_thread_warning() -> None:
+    logger = logging.getLogger("ray._private.worker")
+    if not any(isinstance(f, _NotFromThisThread) for f in logger.filters):
+        logger.addFilter(_NotFromThisThread())

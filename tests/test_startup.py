@@ -1,0 +1,284 @@
+"""Start-up and shutdown: what `--help` and a dry run import, Ray started in the background while
+the jobs are composed, and a local Ray ended at once, leaving nothing behind."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sweeper import executors
+from sweeper.schema.run import RayConfig
+from tests.conftest import ROOT
+
+T = "tests.workloads_for_tests"
+TINY = [f"workload.target={T}:quick", "workload.steps=1", "workload.warmup_steps=0", "repeats=1",
+        "wandb.enabled=false", "report.enabled=false", "history.enabled=false"]
+
+
+# -- which sweeps start Ray early ---------------------------------------------------------------
+@pytest.mark.parametrize("config, expected", [
+    ({}, True),                                                   # the default executor is Ray
+    ({"executor": "ray", "ray": {"address": "auto"}}, True),      # attaching is started early too
+    ({"executor": "local"}, False),
+    ({"dry_run": True}, False),
+    ({"overnight": {"sweeps": ["dataloader"]}}, False),           # a suite runs each sweep as a process
+    ({"overnight": {"sweeps": []}}, True),
+])
+def test_only_a_sweep_that_will_run_trials_on_ray_starts_it_early(config, expected):
+    assert executors.runs_on_ray(config) is expected
+
+
+class Early:
+    """Stands in for RayExecutor: records what is done to it."""
+    made = []
+
+    def __init__(self, cfg, preload):
+        self.cfg, self.preload, self.calls = cfg, list(preload), []
+        Early.made.append(self)
+
+    def begin(self):
+        self.calls.append("begin")
+
+    def add_preload(self, modules):
+        self.calls.append(("preload", list(modules)))
+
+    def close(self):
+        self.calls.append("close")
+
+
+@pytest.fixture
+def early(monkeypatch):
+    from sweeper.executors import ray_executor
+
+    Early.made = []
+    monkeypatch.setattr(ray_executor, "RayExecutor", Early)
+    return Early.made
+
+
+def root_with(**values):
+    from sweeper.schema import root_config_from_dict
+
+    return root_config_from_dict({"workload": {"target": f"{T}:quick"}, **values})
+
+
+def test_the_sweep_takes_the_executor_begun_early_and_adds_its_workloads_modules(early):
+    with executors.head_start({"ray": {"num_cpus": 2}}):
+        assert [e.calls for e in early] == [["begin"]]
+        taken = executors.make_executor(root_with(ray={"num_cpus": 2}), ["workloads.dataloader"])
+    assert taken is early[0] and taken.cfg == RayConfig(num_cpus=2)
+    assert taken.calls == ["begin", ("preload", ["workloads.dataloader"])]      # the sweep closes it, not head_start
+
+
+def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
+    with executors.head_start({}):
+        pass                                              # a config error, or a dry run set in a job
+    assert [e.calls for e in early] == [["begin", "close"]]
+    with executors.head_start({"executor": "local"}):
+        pass
+    assert len(early) == 1                                # nothing begun for the local executor
+
+
+def test_an_executor_begun_with_other_ray_settings_is_closed_and_a_new_one_made(early):
+    with executors.head_start({"ray": {"num_cpus": 1}}):
+        taken = executors.make_executor(root_with(ray={"num_cpus": 2}), [])
+    assert early[0].calls == ["begin", "close"]
+    assert taken is early[1] and taken.cfg == RayConfig(num_cpus=2) and taken.calls == []
+
+
+# -- the local Ray ended at once ----------------------------------------------------------------
+class Info:
+    def __init__(self, process):
+        self.process = process
+
+
+class FakeNode:
+    def __init__(self, popens):
+        self.all_processes = {"raylet": [Info(popens[0])], "gcs_server": [Info(popens[1])]}
+
+    def is_head(self):
+        return True
+
+    def destroy_external_storage(self):
+        pass
+
+
+SLEEPER_WITH_CHILD = ("import subprocess, sys, time; "
+                      "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
+                      "print('up', flush=True); time.sleep(60)")
+
+
+@pytest.mark.slow
+def test_a_local_ray_is_disconnected_then_its_process_trees_killed_and_reaped(monkeypatch):
+    """Ray's own shutdown (its node set) would end each process gracefully and wait; here the
+    driver only disconnects, then SIGKILLs the node's processes and what they started."""
+    from sweeper.executors import ray_executor
+
+    popens = [subprocess.Popen([sys.executable, "-c", SLEEPER_WITH_CHILD], stdout=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    for proc in popens:
+        proc.stdout.readline()                            # its child has started
+    tree = [psutil.Process(p.pid) for p in popens]
+    tree += [c for p in tree for c in p.children()]
+    assert len(tree) == 4
+
+    worker = type(sys)("ray._private.worker")
+    worker._global_node = FakeNode(popens)
+    seen = []
+    ray = type(sys)("ray")
+    ray.shutdown = lambda: seen.append(worker._global_node)
+    ray._private = type(sys)("ray._private")
+    ray._private.worker = worker
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray._private", ray._private)
+    monkeypatch.setitem(sys.modules, "ray._private.worker", worker)
+    try:
+        ray_executor._end_local_ray()
+        assert seen == [None]                             # Ray's shutdown found no node of its own to end
+        assert [p.returncode for p in popens] == [-signal.SIGKILL] * 2     # reaped, SIGKILLed
+        assert [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    finally:
+        for proc in tree:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
+@pytest.mark.slow
+def test_a_zygote_imports_the_modules_it_is_sent_before_its_next_fork(tmp_path):
+    from sweeper.isolation import ZYGOTE_START_S, _LineReader, preload_more, start_zygote
+
+    log = open(tmp_path / "zygote.log", "wb")
+    proc = start_zygote(str(tmp_path / "z.sock"), stdout=subprocess.PIPE, stderr=log)
+    try:
+        _LineReader(proc.stdout.fileno()).read(timeout_s=ZYGOTE_START_S)
+        preload_more(str(tmp_path / "z.sock"), ["json", "no_such_module_for_the_test"])
+        deadline = time.monotonic() + 30
+        while b"no_such_module" not in (tmp_path / "zygote.log").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b"zygote: could not preload no_such_module_for_the_test" in (tmp_path / "zygote.log").read_bytes()
+        assert proc.poll() is None and psutil.Process(proc.pid).children() == []    # imported, nothing forked
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+
+
+# -- whole commands ----------------------------------------------------------------------------
+def imported_packages(args, tmp_path):
+    """Top-level packages `python -X importtime -m sweeper ARGS` imported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPER_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["--help"], ["dry_run=true", "workload.seed=0,1"], ["+sweep=train_step", "dry_run=true"]])
+def test_help_and_a_dry_run_import_neither_torch_nor_ray(args, tmp_path):
+    found = imported_packages([f"results_dir={tmp_path / 'results'}", *args], tmp_path)
+    assert "hydra" in found                               # the parse really listed what it imported
+    assert {"torch", "ray", "scipy", "wandb"} & found == set()
+
+
+def short_tmp():
+    return Path(tempfile.mkdtemp(prefix="su", dir="/tmp"))      # Ray's socket paths live under it
+
+
+def leftovers(tmp: Path):
+    """Processes of the sweep still running: Ray's (their command lines or open files name its
+    session under TMPDIR), the node zygote (its socket is under TMPDIR) and the watchdog."""
+    from sweeper.rayguard import session_processes
+
+    sessions = list((tmp / "ray").glob("session_2*"))
+    found = {p.pid: p for s in sessions for p in session_processes(str(s), [])}
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and any(str(tmp) in arg for arg in proc.cmdline()) \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found[proc.pid] = proc
+        except psutil.Error:
+            pass
+    return sorted(found.values(), key=lambda p: p.pid)
+
+
+def names(procs):
+    out = []
+    for proc in procs:
+        try:
+            out.append(" ".join(proc.cmdline())[:120])
+        except psutil.Error:
+            pass
+    return out
+
+
+def sweep_env(tmp_path, tmp, **extra):
+    return {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPER_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp),
+            "PYTHONUNBUFFERED": "1", **extra}
+
+
+@pytest.mark.slow
+def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_path):
+    tmp = short_tmp()
+    try:
+        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
+                                cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True, timeout=300)
+        left = leftovers(tmp)                             # at once: nothing is waited for
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "[1/1] ok" in result.stdout and result.stderr == ""
+        assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
+        assert names(left) == []
+    finally:
+        for proc in leftovers(tmp):
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_ray_starts_ends_what_was_started_with_one_line(tmp_path):
+    tmp = short_tmp()
+    try:
+        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
+                                  cwd=ROOT, env=sweep_env(tmp_path, tmp), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(tmp.glob("ray/session_2*/logs/gcs_server.out")) and time.monotonic() < deadline:
+            time.sleep(0.02)                              # Ray's start is under way
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+        left = leftovers(tmp)
+        assert driver.returncode == 130, err[-3000:]
+        assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted "), err[-3000:]
+        assert names(left) == []
+    finally:
+        for proc in leftovers(tmp):
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_failed_ray_start_is_one_line_and_leaves_nothing(tmp_path):
+    tmp = Path(tempfile.mkdtemp(prefix="su" + "x" * 90, dir="/tmp"))     # too long for Ray's socket paths
+    try:
+        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
+                                cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True, timeout=300)
+        left = leftovers(tmp)
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert result.stderr.strip().splitlines() == [
+            "error: TMPDIR: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
+            "set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR"]
+        assert names(left) == []
+    finally:
+        for proc in leftovers(tmp):
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
