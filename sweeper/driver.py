@@ -24,7 +24,7 @@ from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.preflight import check_machine
 from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run
-from sweeper.schema import RootConfig
+from sweeper.schema import AUTO, RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
 from sweeper.sweep_end import publish_end
@@ -126,18 +126,32 @@ def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:
 
 
 def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
-    """The trials to start with: `repeats` of each cell (adaptive: its min_repeats; more come
-    as cells settle or not), each once per device of the fleet with resources.every_device."""
+    """The trials to start with: `repeats` of each cell (repeats=auto: the first round, computed
+    from the number of comparisons; more rounds come for the cells still open), each once per
+    device of the fleet with resources.every_device."""
     analysis = jobs[0].values.get("analysis") or {}
-    repeats = root.adaptive.min_repeats if root.adaptive.enabled else root.repeats
-    trials = plan_trials([(j.overrides, j.config) for j in jobs], shape, repeats, analysis.get("baseline"),
-                         root.order, root.order_seed, list(analysis.get("compare_within") or []))
+    args = ([(j.overrides, j.config) for j in jobs], shape)
+    rest = (analysis.get("baseline"), root.order, root.order_seed, list(analysis.get("compare_within") or []))
+    repeats = root.repeats
+    if root.repeats == AUTO:
+        repeats = first_round(root, plan_trials(*args, 1, *rest))
+    trials = plan_trials(*args, repeats, *rest)
     if not root.resources.every_device:
         return trials
+    if root.repeats == AUTO:
+        raise ConfigError("repeats=auto: each device of resources.every_device would need decisions of its own; "
+                          "give a number of repeats (repeats=5)")
     if root.executor != "ray":
         raise ConfigError("resources.every_device: trials are pinned to GPUs and nodes by Ray; "
                           "use executor=ray (the default)")
     return spread_over_fleet(trials, shape)
+
+
+def first_round(root: RootConfig, cells: List[Trial]) -> int:
+    """repeats=auto: the first round's repeats per cell, for this plan's number of comparisons."""
+    from sweeper.rounds import Rounds
+
+    return Rounds(root, cells).design.first
 
 
 def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:

@@ -65,7 +65,11 @@ def omegaconf_cause(exc: BaseException):
 def key_line(cause) -> str:
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+    from sweeper.schema.run import removed_line
+
     key = cause.full_key
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and removed_line(key):
+        return f"error: {key}: {removed_line(key)}"
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
         return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {KEYS_HINT}"
     what = first_line(cause.msg or str(cause))

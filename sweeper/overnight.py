@@ -15,7 +15,7 @@ Safe to start from cron or a systemd timer:
 Each sweep runs as its own `python -m sweeper +sweep=NAME` process, one after the other:
 it composes its own grid as a user's run would, a crash or a leak of one sweep (DALI's
 pools never shrink) ends with its process, and each sweep's folder is a standard run.
-The suite's own settings (adaptive repeats, the deadline) and the user's command-line
+The suite's own settings (repeats=auto and its bounds, the deadline) and the user's command-line
 overrides are passed on to each. docs/overnight.md describes night.json field by field.
 """
 from __future__ import annotations
@@ -43,7 +43,8 @@ from sweeper.runfolder import new_run, planned_run
 
 MANIFEST_VERSION = 1
 # Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
-_NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "adaptive", "hydra.sweep", "hydra.run", "hydra.mode")
+_NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "repeats", "sequential", "hydra.sweep", "hydra.run",
+                  "hydra.mode")
 
 
 class LockHeld(Exception):
@@ -137,11 +138,12 @@ def passed_on(overrides: List[str]) -> List[str]:
 
 
 def sweep_command(name: str, night: Path, stamp: str, root, overrides: List[str]) -> List[str]:
-    defaults = asdict(type(root.adaptive)())
-    adaptive = [f"adaptive.{k}={v}" for k, v in asdict(root.adaptive).items() if v != defaults[k]]
+    defaults = asdict(type(root.sequential)())
+    repeats = [f"repeats={root.repeats}"] + [f"sequential.{k}={'null' if v is None else v}"
+                                            for k, v in asdict(root.sequential).items() if v != defaults[k]]
     deadline = [f"overnight.deadline={root.overnight.deadline!r}"] if root.overnight.deadline else []
     return [sys.executable, "-m", "sweeper", f"+sweep={name}", f"results_dir={night}", f"run_id={stamp}",
-            *adaptive, *deadline, *passed_on(overrides)]
+            *repeats, *deadline, *passed_on(overrides)]
 
 
 SWEEP_STOP_GRACE_S = 30.0     # a stopped sweep's time to write what it has, before it is killed

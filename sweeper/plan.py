@@ -364,20 +364,7 @@ def spread_over_fleet(trials: Sequence[Trial], cluster: ClusterShape) -> List[Tr
     return out
 
 
-# -- adaptive repeats (adaptive.enabled) ------------------------------------------------
-def wants_another_repeat(values: Sequence[float], finished: int, failed: int, running: int, adaptive) -> bool:
-    """Whether a cell gets one more repeat: BenchmarkDotNet's rule. Not while some of its
-    repeats still run, nor once one failed (its row says why; the night goes elsewhere), nor
-    at adaptive.max_repeats; otherwise while the interval of its throughput over repeats is
-    wider than adaptive.rel_halfwidth of the mean (or cannot be computed yet)."""
-    from sweeper.analysis.stats import mean_rel_halfwidth
-
-    if running or failed or finished >= adaptive.max_repeats:
-        return False
-    halfwidth = mean_rel_halfwidth(values, adaptive.confidence)
-    return not halfwidth <= adaptive.rel_halfwidth
-
-
+# -- repeats=auto (sweeper/rounds.py) ---------------------------------------------------
 def next_repeat(cell: Trial, repeat: int) -> Trial:
     """Repeat number `repeat` of a cell (the template: any trial of it)."""
     return _repeat_of(dataclasses.replace(cell, node=None, group=""), repeat)

@@ -40,6 +40,20 @@ class Progress:
             self.bar.total = self.total
             self.bar.refresh()
 
+    def expect(self, total: int) -> None:
+        """repeats=auto: the trials that may still run changed (a round was planned, cells were decided)."""
+        self.total = max(total, self.done)
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.refresh()
+
+    def write(self, line: str) -> None:
+        """A line above the bar (or a plain line without one)."""
+        if self.bar is None:
+            print(line, file=self.stream, flush=True)
+        else:
+            self.bar.write(line, file=self.stream)
+
     def trial_done(self, line_of: LineOf) -> None:
         self.done += 1
         line = line_of(self.done, self.total, time.monotonic() - self.started)

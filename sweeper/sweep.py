@@ -1,5 +1,5 @@
 """The trial loop: submit through an executor, stream records back, retries, OOM shrinking,
-the window, the deadline, adaptive repeats and interrupts.
+the window, the deadline, the rounds of repeats=auto and interrupts.
 
 Each trial's record is redacted once as it ends, written at once (so an interrupted sweep
 keeps what finished), shown, and handed to the trial publishers.
@@ -19,13 +19,13 @@ from typing import Any, Dict, List, Optional
 from sweeper import display, exitcodes
 from sweeper.executors.base import Executor, TrialLost
 from sweeper.interrupts import interrupted, stop_signals
-from sweeper.plan import ClusterShape, Trial, next_repeat, shrunk, spread_over_fleet, wants_another_repeat
+from sweeper.plan import ClusterShape, Trial, shrunk
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
 from sweeper.files import write_bytes_atomic
 from sweeper.results import write_summary, write_trial
 from sweeper.runfolder import earlier_results
-from sweeper.schema import RootConfig
+from sweeper.schema import AUTO, RootConfig
 
 # Trial processes that died without a record of their own may have been killed from outside.
 RETRYABLE_ERRORS = {"TrialKilled", "TrialCrashed"}
@@ -61,11 +61,11 @@ def in_groups(trials: List[Trial]) -> List[List[Trial]]:
 
 def window_size(root: RootConfig, trials: List[Trial], shape: ClusterShape) -> Optional[int]:
     """How many trials may wait at the executor at once. All of them (None) unless what runs
-    is decided as the sweep goes: a deadline, adaptive repeats, or the fleet (one group at a
+    is decided as the sweep goes: a deadline, repeats=auto, or the fleet (one group at a
     time, so that each device of the group gets exactly one trial)."""
     if root.resources.every_device:
         return 1
-    if not (root.adaptive.enabled or root.overnight.deadline) or not trials:
+    if not (root.repeats == AUTO or root.overnight.deadline) or not trials:
         return None
     first = trials[0]
     slots = sum(int(c // max(first.num_cpus, 1e-9)) for c in shape.node_cpus)
@@ -100,6 +100,7 @@ class Sweep:
         self.window: Optional[int] = None           # None: everything submitted at once
         self.shape: Optional[ClusterShape] = None
         self.skipped: List[Dict[str, Any]] = []     # trials the deadline kept from starting
+        self.rounds: Any = None                     # repeats=auto: sweeper.rounds.Rounds
 
     def run_trials(self, executor: Executor, trials: List[Trial], shape: ClusterShape) -> int:
         from sweeper import publishers
@@ -118,9 +119,15 @@ class Sweep:
         self.progress = Progress(self.total)
         self.progress.advance(len(done))
         self.shape, self.window = shape, window_size(self.root, trials, shape)
+        if self.root.repeats == AUTO:
+            from sweeper.rounds import Rounds
+
+            self.rounds = Rounds(self.root, trials)
         self.queue.extend(in_groups([t for t in trials if t.trial_id not in done]))
         try:
             with stop_signals(self._interrupt):
+                self.fill()
+                self.maybe_next_round()     # a resumed run whose first round had all ended
                 self.fill()
                 self.loop()
             return exitcodes.OK
@@ -194,27 +201,24 @@ class Sweep:
         self.run.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(self.run / "skipped.json", json.dumps(self.skipped, indent=1).encode())
 
-    def maybe_repeat(self, record: TrialRecord, attempt: Attempt) -> None:
-        """Adaptive repeats: once a cell's repeats have all ended, one more round of it while
-        its throughput interval is too wide (plan.wants_another_repeat)."""
-        if not self.root.adaptive.enabled or self.stop.is_set():
+    def maybe_next_round(self) -> None:
+        """repeats=auto: once a round has ended, the next one for the cells still open
+        (sweeper/rounds.py); the progress bar's total becomes what may still run."""
+        if self.rounds is None or self.pending or self.queue or self.stop.is_set() or self.past_deadline():
             return
-        cell = attempt.trial.cell_id
-        mine = [r for r in self.records.values() if r.cell_id == cell]
-        running = sum(1 for a in self.pending.values() if a.trial.cell_id == cell)
-        running += sum(1 for g in self.queue for t in g if t.cell_id == cell)
-        rounds = {r.trial_id.split("-")[1] for r in mine}
-        unsettled = any(wants_another_repeat(values, len(rounds), failed, running, self.root.adaptive)
-                        for values, failed in _per_device(mine).values())
-        if not unsettled:
-            return
-        repeat = 1 + max([r.repeat for r in mine] + [t.repeat for g in self.queue for t in g if t.cell_id == cell])
-        more = [next_repeat(attempt.trial, repeat)]
-        if self.root.resources.every_device:
-            more = spread_over_fleet(more, self.shape)
+        more, left = self.rounds.next_round([r.to_dict() for r in self.records.values()])
+        line = self.rounds.line()
+        if line:
+            self.say(line + (f"; next round: {len(more)} trial(s)" if more else ""))
         self.queue.extend(in_groups(more))
         if self.progress is not None:
-            self.progress.grow(len(more))
+            self.progress.expect(self.progress.done + len(more) + left)
+
+    def say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.write(line)
+        else:
+            print(line, flush=True)
 
     def handle(self, handle: Any, attempt: Attempt) -> None:
         try:
@@ -227,8 +231,10 @@ class Sweep:
             self.start(attempt.trial, attempt.values, attempt.number + 1, attempt.spec.get("retry_of"))
             return
         self.finish(record, attempt, files)
+        if self.rounds is not None:
+            self.rounds.keep_steps(record.trial_id, files)
         self.maybe_shrink(record, attempt)
-        self.maybe_repeat(record, attempt)
+        self.maybe_next_round()
 
     def should_retry(self, record: TrialRecord, attempt: Attempt) -> bool:
         lost = record.status == "failed" and (record.error_type in RETRYABLE_ERRORS or record.pid is None)
@@ -282,18 +288,3 @@ class Sweep:
         except Exception as exc:   # cancelled or lost on the way: record it so
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type=type(exc).__name__,
                                              error_message="the sweep was interrupted"), attempt, {})
-
-
-def _per_device(records: List[TrialRecord]) -> Dict[str, tuple]:
-    """A cell's throughput per repeat and its failures, per device of the fleet (the trial
-    id's last part, n0g1) or all together: (values, failed)."""
-    out: Dict[str, tuple] = {}
-    for r in records:
-        parts = r.trial_id.split("-")
-        values, failed = out.get(parts[2] if len(parts) > 2 else "", ([], 0))
-        if r.status == "ok":
-            values = values + [float(r.summary.get("items_per_s", float("nan")))]
-        else:
-            failed += 1
-        out[parts[2] if len(parts) > 2 else ""] = (values, failed)
-    return out

@@ -231,6 +231,12 @@ CASES = [
          "data.prefetch_factor"),
     Case("negative-batch-size", "intro", ("data.batch_size=-4",), BAD, "data.batch_size"),
     Case("zero-repeats", "intro", ("repeats=0",), BAD, "repeats"),
+    # issue 21: repeats=auto and its bounds
+    Case("repeats-neither-number-nor-auto", "21", ("repeats=often",), BAD, "repeats"),
+    Case("adaptive-is-gone", "21", ("adaptive.enabled=true",), BAD, "adaptive"),
+    Case("sequential-max-below-two", "21", ("repeats=auto", "sequential.max_repeats=1"), BAD, "sequential.max_repeats"),
+    Case("unknown-spending", "21", ("repeats=auto", "sequential.spending=linear"), BAD, "sequential.spending"),
+    Case("repeats-auto-on-every-device", "21", ("repeats=auto", "resources.every_device=true"), BAD, "repeats=auto"),
     # 9 and 10. the target: one line, before any trial
     Case("target-raises-at-import", "9a", ("workload.target=badimport_mod:run",), BAD, "workload.target",
          setup=with_module("badimport_mod", files.RAISES_AT_IMPORT)),

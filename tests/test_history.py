@@ -283,7 +283,7 @@ def test_a_real_overnight_suite_exits_3_on_a_regression_and_its_morning_report_o
     for night, slowdown in (("n1", "1"), ("n2", "2")):
         cmd = [sys.executable, "-m", "sweeper", "+sweep=overnight", "overnight.sweeps=[nightly]", f"run_id={night}",
                f"results_dir={results}", f"overnight.lock_file={tmp_path / 'lock'}", "overnight.budget_s=300",
-               "adaptive.enabled=false", "repeats=4", "executor=local", "wandb.enabled=false", "report.enabled=false"]
+               "repeats=4", "executor=local", "wandb.enabled=false", "report.enabled=false"]
         done = subprocess.run(cmd, cwd=tmp_path, env={**env, "SWEEPER_TEST_SLOWDOWN": slowdown},
                               capture_output=True, text=True, timeout=240)
         codes[night] = done.returncode

@@ -120,7 +120,7 @@ def test_the_overnight_lock_names_its_holder_and_passes_on_only_the_users_settin
     take_lock(tmp_path / "lock", holder).close()          # free again once the holder closed it
     assert describe_holder("") == "a process that has not written its name yet"
     assert passed_on(["executor=local", "+sweep=overnight", "overnight.budget_s=5", "run_id=x", "ray.address=auto",
-                      "hydra.sweep.dir=/x", "adaptive.enabled=true"]) == ["executor=local", "ray.address=auto"]
+                      "hydra.sweep.dir=/x", "repeats=4", "sequential.max_repeats=4"]) == ["executor=local", "ray.address=auto"]
 
 
 class FakeProcess:

@@ -1,4 +1,4 @@
-"""The overnight suite (lock, budget), adaptive repeats and the fleet, with real processes.
+"""The overnight suite (lock, budget) and the fleet, with real processes.
 
 Toy sweeps live in a conf/ of the test's own folder (the sweeper search-path plugin adds a
 ./conf), their trials are the sleep workloads of tests/workloads_for_tests.py, so their
@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from sweeper import exitcodes
-from sweeper.plan import ClusterShape, Trial, spread_over_fleet, wants_another_repeat
-from sweeper.schema import AdaptiveConfig, TrialConfig
+from sweeper.plan import ClusterShape, Trial, spread_over_fleet
+from sweeper.schema import TrialConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_second_suite_exits_at_once_naming_the_holder_and_the_budget_lists_what_
     write_conf(tmp_path, "never", TOY_SLOW.format(name="never", sleep_s=0.01))
     lock = tmp_path / "overnight.lock"
     suite = ["+sweep=overnight", "overnight.sweeps=[long,never]", "overnight.budget_s=9",
-             f"overnight.lock_file={lock}", "executor=local", "adaptive.enabled=false", "repeats=4"]
+             f"overnight.lock_file={lock}", "executor=local", "repeats=4"]
     cmd, env = sweeper_cmd(tmp_path, *suite)
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -102,35 +102,6 @@ def test_second_suite_exits_at_once_naming_the_holder_and_the_budget_lists_what_
     assert not ran & {s["trial_id"] for s in finished}
     assert f"{len(finished)} trial(s) not started" in out
     assert manifest["exit_code"] == exitcodes.OK and manifest["budget_s"] == 9
-
-
-# -- adaptive repeats -------------------------------------------------------------------
-@pytest.mark.slow
-def test_adaptive_repeats_stop_a_quiet_cell_early_and_run_a_noisy_one_to_its_maximum(tmp_path):
-    write_conf(tmp_path, "toy_adaptive", TOY_SLOW.format(name="toy_adaptive", sleep_s=0.02))
-    cmd, env = sweeper_cmd(tmp_path, "+sweep=toy_adaptive", "executor=local", "adaptive.enabled=true",
-                           "adaptive.min_repeats=3", "adaptive.max_repeats=8", "adaptive.rel_halfwidth=0.25",
-                           f"workload.params.counter_file={tmp_path / 'count'}",
-                           "analysis.baseline='workload.params.swing=3'")
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = next((tmp_path / "results" / "toy_adaptive").iterdir())
-    cells = pd.read_parquet(run / "cells.parquet").set_index("workload.params.swing")
-    quiet, noisy = cells.loc[1], cells.loc[3]
-    assert quiet["repeats"] == 3 and quiet["items_per_s_rel_halfwidth"] <= 0.25
-    assert noisy["repeats"] == 8 and noisy["items_per_s_rel_halfwidth"] > 0.25   # baseline: 6 planned, +2
-
-
-@pytest.mark.parametrize("values, finished, failed, running, more", [
-    ([100.0, 100.5, 99.5], 3, 0, 0, False),         # settled: 95% interval well within 2%
-    ([100.0, 150.0, 60.0], 3, 0, 0, True),          # noisy: another
-    ([100.0, 150.0, 60.0], 10, 0, 0, False),        # at max_repeats
-    ([100.0, 150.0, 60.0], 3, 0, 1, False),         # one still runs: wait for it
-    ([100.0, 150.0], 3, 1, 0, False),               # a failure: its row says why, no more
-    ([100.0], 3, 0, 0, True),                       # no interval yet
-])
-def test_wants_another_repeat(values, finished, failed, running, more):
-    assert wants_another_repeat(values, finished, failed, running, AdaptiveConfig(max_repeats=10)) is more
 
 
 def test_fleet_puts_one_trial_on_every_gpu_or_every_node():
@@ -271,16 +242,16 @@ def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     heads = [line for line in done.stdout.splitlines() if line.startswith("dry run: ")]
-    assert heads[0].startswith("dry run: 51 trial(s) of sweep 'overnight' (dataloader 15, train_step 21, "
-                               "playbook 15, in turn)")
+    assert heads[0].startswith("dry run: 34 trial(s) of sweep 'overnight' (dataloader 10, train_step 14, "
+                               "playbook 10, in turn)")
     loader, step, playbook = heads[1:]
-    # the suite's adaptive repeats reach each sweep (3 to start, the baseline 6), and so do the
-    # user's overrides: data.num_workers=2 replaces the loader's four values (2 x 2 cells)
-    assert "15 trial(s) of sweep 'dataloader'" in loader
-    assert "21 trial(s) of sweep 'train_step'" in step
-    assert "15 trial(s) of sweep 'playbook'" in playbook      # five workloads, each alone: no baseline doubled
+    # the suite's repeats=auto reaches each sweep (its first round: 2 repeats, the baseline 4), and
+    # so do the user's overrides: data.num_workers=2 replaces the loader's four values (2 x 2 cells)
+    assert "10 trial(s) of sweep 'dataloader'" in loader
+    assert "14 trial(s) of sweep 'train_step'" in step
+    assert "10 trial(s) of sweep 'playbook'" in playbook      # five workloads, each alone: no baseline doubled
     # trial lines name measurement settings only: the suite's run-control keys stay off them
-    assert "adaptive." not in done.stdout and not (tmp_path / "overnight.lock").exists()
+    assert "repeats=" not in done.stdout and not (tmp_path / "overnight.lock").exists()
 
 
 def test_fleet_keys_gpu_trials_by_uuid_and_puts_the_clocks_beside_the_slow_one():

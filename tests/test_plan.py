@@ -75,7 +75,7 @@ def test_existing_cell_ids_stay_pinned(values, pinned):
     # one cell: only what it measures, not where it goes or how the run is named
     ([["history.enabled=false", "report.enabled=false", "sweep.name=one", "wandb.enabled=false",
        "data.batch_size=8", "resources.timeout_s=60", "+workload.params.n=3"]], ["data.batch_size", "workload.params.n"]),
-    ([["adaptive.enabled=true", "data.num_workers=1"], ["adaptive.enabled=true", "data.num_workers=2"]],
+    ([["sequential.max_repeats=4", "data.num_workers=1"], ["sequential.max_repeats=4", "data.num_workers=2"]],
      ["data.num_workers"]),
 ])
 def test_swept_keys(overrides, expected):

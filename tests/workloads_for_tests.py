@@ -158,3 +158,22 @@ def noisy(cfg, probe):
         with probe.step(items=1):
             time.sleep(cfg.workload.params.get("sleep_s", 0.02) * factor)
     return {}
+
+
+# cell -> how much slower than the baseline its steps are (the issue 21 workload: +0, +0, +3, +10, +30%)
+SHIFTS = {"base": 0.0, "same": 0.0, "plus3": 0.03, "plus10": 0.10, "plus30": 0.30}
+
+
+def shifted(cfg, probe):
+    """Sleeps workload.params.sleep_s x (1 + the shift of workload.params.variant, SHIFTS) per
+    step, times a log-normal jitter of workload.params.jitter (0.03: 3% per step): cells whose
+    true differences are known, for judging the verdicts on a real machine."""
+    import random
+
+    params = cfg.workload.params
+    slower = 1.0 + SHIFTS[str(params.get("variant", "base"))]
+    rng = random.Random(os.urandom(8))
+    for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
+        with probe.step(items=1):
+            time.sleep(params.get("sleep_s", 0.01) * slower * rng.lognormvariate(0.0, params.get("jitter", 0.03)))
+    return {}

@@ -16,7 +16,7 @@ from sweeper.analysis.stats import Comparison
 from sweeper.schema import METRICS, AnalysisConfig
 from sweeper.spec import Column      # figure key, column label, scale, digits
 
-__all__ = ["METRICS", "COLUMN", "HIGHER_IS_BETTER", "BASELINE", "FAILED", "ALONE", "STRATUM",
+__all__ = ["METRICS", "COLUMN", "HIGHER_IS_BETTER", "BASELINE", "FAILED", "ALONE", "STRATUM", "STOPPED",
            "VERDICT_COLUMNS", "Column", "RunData", "WorkloadView", "Stratum", "PairRatio", "Analysis"]
 
 # the repeat-table column each metric (schema.METRICS, the choices of analysis.metric) compares,
@@ -28,6 +28,7 @@ BASELINE = "baseline"
 FAILED = "failed"
 ALONE = "alone in its stratum"     # the only cell of its stratum: nothing to compare it with
 STRATUM = "stratum"                # the cells' column: "kind=images", the values of the strata keys
+STOPPED = "stopped"                # repeats=auto: the verdicts' column saying why a cell got no more repeats
 # per metric in the verdict table: {metric}_{name}; the ratio is cell / baseline, its 95% interval ratio_low/high
 VERDICT_COLUMNS = ("ratio", "ratio_low", "ratio_high", "p", "p_adj", "delta", "verdict")
 

@@ -28,25 +28,27 @@ from sweeper.analysis.pairs import pair_ratios
 from sweeper.analysis.recommend import recommend
 from sweeper.analysis.repeats import repeat_table
 from sweeper.analysis.text import short_keys
-from sweeper.schema import AnalysisConfig, ConstraintsConfig, CostConfig
+from sweeper.schema import AUTO, AnalysisConfig, ConstraintsConfig, CostConfig, SequentialConfig
 
 
 def analyze_run(run: Path, cfg: AnalysisConfig, records: Optional[Sequence[Any]] = None,
                 n_resamples: int = 2000, cost: Optional[CostConfig] = None) -> Tuple[RunData, Analysis]:
     """(RunData, Analysis) of a run folder. `records`: the trial records the caller holds
     (dicts or TrialRecords); None reads them from the folder. `cost`: the prices; None reads
-    them from the run's multirun.yaml."""
+    them from the run's multirun.yaml, as it reads whether the run was repeats=auto."""
     data = load_run(Path(run), records)
     cost = run_cost_config(Path(run)) if cost is None else cost
-    return data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples, records=data.records, cost=cost)
+    return data, analyze(data.summary, data.steps, cfg, n_resamples=n_resamples, records=data.records, cost=cost,
+                         sequential=run_sequential_config(Path(run)))
 
 
 def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisConfig] = None,
             n_resamples: int = 2000, seed: int = 0, records: Sequence[Dict[str, Any]] = (),
-            cost: Any = None) -> Analysis:
+            cost: Any = None, sequential: Optional[SequentialConfig] = None) -> Analysis:
     """Cell figures, verdicts against each stratum's baseline, noise floors, pitfalls, cost,
     scaling, the microbenchmarks' own pairs and the recommendations of one run. `cost`: the
-    run's CostConfig (None: no cost columns)."""
+    run's CostConfig (None: no cost columns); `sequential`: a repeats=auto run's bounds (None:
+    fixed repeats)."""
     cfg = cfg or AnalysisConfig()
     summary = normalise(summary)
     axes = swept_axes(summary)
@@ -54,9 +56,9 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     view, repeats, cells = _figures(summary, steps, workload_view(records, summary), n_resamples, seed)
     keys, notes = baselines.split_keys(summary, axes, cfg, len(workloads)) if not cells.empty else ([], [])
     cells, strata, why = baselines.strata_of(cells, keys, names, cfg, axes)
-    strata, comparisons = verdicts.judge(strata, repeats, cfg, seed)
+    strata, comparisons, stopped = verdicts.judge(strata, repeats, cfg, seed, sequential, _trial_repeats(summary))
     notes += ([baselines.strata_note(strata, keys, names, workloads)] if keys else []) + why
-    table = verdicts.verdict_table(cells, comparisons, strata, cfg.metric)
+    table = verdicts.verdict_table(cells, comparisons, strata, cfg.metric, stopped if sequential else None)
     notes += findings.verdict_notes(cells, repeats, strata, cfg, comparisons.get(cfg.metric, {}))
     fleet = fleet_table(records, repeats, cfg, seed)
     found = findings.findings(cells, records, cost, view.items_label, axes)
@@ -92,6 +94,26 @@ def within(analysis: Analysis, stratum: Stratum) -> Analysis:
     return dataclasses.replace(analysis, cells=analysis.cells[mine].reset_index(drop=True),
                                verdicts=analysis.verdicts[analysis.verdicts["cell_id"].isin(ids)],
                                repeats=analysis.repeats[analysis.repeats["cell_id"].isin(ids)], strata=(stratum,))
+
+
+def _trial_repeats(summary: pd.DataFrame) -> Dict[str, List[int]]:
+    """cell -> its trials' repeat numbers, whatever their status (the rounds each took part in)."""
+    if summary.empty:
+        return {}
+    return {str(c): [int(r) for r in g] for c, g in summary.groupby("cell_id", sort=False)["repeat"]}
+
+
+def run_sequential_config(run: Path) -> Optional[SequentialConfig]:
+    """The `sequential:` bounds of a run launched with repeats=auto (multirun.yaml); None otherwise."""
+    from sweeper.results import launch_config
+
+    values = launch_config(run)
+    if values.get("repeats") != AUTO:
+        return None
+    known = {f.name for f in dataclasses.fields(SequentialConfig)}
+    cfg = SequentialConfig(**{k: v for k, v in (values.get("sequential") or {}).items() if k in known})
+    cfg.check()
+    return cfg
 
 
 def run_cost_config(run: Path) -> CostConfig:

@@ -2,20 +2,22 @@
 
 A cell is compared with the baseline over one value per repeat (stats.compare_cells), Holm-
 adjusted across the stratum's cells, and judged faster / slower / within the minimum effect /
-no detectable change / too few repeats. The noise floor is the baseline against itself: its
+no detectable change / too few repeats. A run of repeats=auto is judged on analysis.metric by
+the looks the sweep took (sequential.py), with why each cell stopped. The noise floor is the baseline against itself: its
 repeats in run order, split into two interleaved halves. Pure over DataFrames.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis import sequential as sequential_rule
 from sweeper.analysis import stats
-from sweeper.analysis.model import (ALONE, BASELINE, COLUMN, FAILED, HIGHER_IS_BETTER, METRICS, STRATUM,
+from sweeper.analysis.model import (ALONE, BASELINE, COLUMN, FAILED, HIGHER_IS_BETTER, METRICS, STOPPED, STRATUM,
                                     VERDICT_COLUMNS, Stratum)
 from sweeper.analysis.repeats import values
 from sweeper.schema import AnalysisConfig
@@ -56,22 +58,60 @@ def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, me
                                higher_is_better=metric in HIGHER_IS_BETTER)
 
 
-def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0):
+def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0,
+          sequential: Any = None, trial_repeats: Optional[Dict[str, List[int]]] = None):
     """Each stratum with its noise floor, and every cell's comparisons with its stratum's baseline
-    (Holm within the stratum): (strata, comparisons per metric)."""
+    (Holm within the stratum): (strata, comparisons per metric, why each cell stopped). A run of
+    repeats=auto (`sequential`: its SequentialConfig) is judged on analysis.metric by the looks
+    the sweep took (sequential.replay); `trial_repeats`: cell -> its trials' repeat numbers."""
     comparisons: Comparisons = {m: {} for m in METRICS}
-    judged = []
+    judged, stopped = [], {}
+    design = _design(strata, cfg, sequential)
     for s in strata:
         if s.baseline_id is not None:
             for m in METRICS:
                 comparisons[m].update(compare_with_baseline(repeats, list(s.cell_ids), s.baseline_id, cfg, m, seed))
+            if design is not None:
+                found = _looked(repeats, s, design, cfg, trial_repeats or {})
+                comparisons[cfg.metric].update({c: x for c, (x, _) in found.items()})
+                stopped.update({c: why for c, (_, why) in found.items()})
             s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed))
         judged.append(s)
-    return tuple(judged), comparisons
+    return tuple(judged), comparisons, stopped
+
+
+def _design(strata: Sequence[Stratum], cfg: AnalysisConfig, sequential: Any) -> Optional[sequential_rule.Design]:
+    if sequential is None:
+        return None
+    family = max([len(s.cell_ids) - 1 for s in strata if s.baseline_id is not None] + [1])
+    return sequential_rule.design_for(cfg, sequential, family)
+
+
+def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, cfg: AnalysisConfig,
+            trial_repeats: Dict[str, List[int]]) -> Dict[str, tuple]:
+    """cell -> (its Comparison from the sequential decision, why it stopped)."""
+    column = COLUMN[cfg.metric]
+    mine = repeats[repeats["cell_id"].isin(s.cell_ids)]
+    values = {c: {} for c in s.cell_ids}
+    for row in mine[["cell_id", "repeat", column]].to_dict("records"):
+        values[row["cell_id"]][int(row["repeat"])] = float(row[column])
+    rounds = {c: sequential_rule.rounds_of(trial_repeats.get(c, [])) for c in s.cell_ids if c != s.baseline_id}
+    decided = sequential_rule.closed(sequential_rule.replay(values, rounds, s.baseline_id, design).decisions)
+    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d.reason) for c, d in decided.items()}
+
+
+def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Dict[int, float],
+                   design: sequential_rule.Design) -> stats.Comparison:
+    """A sequential decision in the shape of a Comparison; its adjusted p is the look's p on
+    alpha's scale (p x alpha / the look's level: under alpha exactly when the look decided)."""
+    scaled = min(1.0, d.p * design.alpha / d.level) if d.level > 0 and math.isfinite(d.p) else math.nan
+    return stats.Comparison(d.n_base, d.n, d.p, d.ratio, d.low, d.high,
+                            stats.cliffs_delta(list(base.values()), list(cell.values())), d.verdict, design.alpha,
+                            design.min_effect, scaled, design.higher_is_better)
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequence[Stratum],
-                  metric: str) -> pd.DataFrame:
+                  metric: str, stopped: Optional[Dict[str, str]] = None) -> pd.DataFrame:
     """One row per cell: its figures, then ratio [CI], p, adjusted p, Cliff's delta and verdict
     per metric (`throughput_ratio`, `p50_ratio_low`, ...: VERDICT_COLUMNS); `verdict` is the
     chosen metric's. Stratum by stratum in order of appearance, each with its baseline first,
@@ -90,6 +130,8 @@ def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequenc
             row.update(_comparison_columns(m, comparisons.get(m, {}).get(cell["cell_id"]),
                                            cell["cell_id"] in bases, cell["repeats"], cell["cell_id"] in alone))
         row["verdict"] = row[f"{metric}_verdict"]
+        if stopped is not None:      # repeats=auto: why the cell got no more repeats
+            row[STOPPED] = stopped.get(cell["cell_id"], "")
         rows.append(row)
     table = pd.DataFrame(rows)
     order = {c: i for i, s in enumerate(strata) for c in s.cell_ids}

@@ -21,7 +21,7 @@ from sweeper.schema.output import (AnalysisConfig, ConstraintsConfig, CostConfig
 from sweeper.schema.roles import ROLES, Role, is_measurement, key_role, measurement_keys
 from sweeper.schema.root import (CORE_SECTIONS, TRIAL_SECTIONS, RootConfig, TrialConfig, root_config_from_dict,
                                  swept_value, trial_config, trial_config_from_dict, trial_dict)
-from sweeper.schema.run import AdaptiveConfig, OvernightConfig, RayConfig, SweepMeta
+from sweeper.schema.run import AUTO, OvernightConfig, RayConfig, SequentialConfig, SweepMeta
 from sweeper.schema.train import (DATA_SOURCES, PRECISIONS, TRAIN_BACKENDS, TRAIN_PRESETS, ZERO_STAGES,
                                   TrainConfig)
 from sweeper.schema.trial import ProbeConfig, ResourcesConfig, WorkloadConfig
@@ -29,7 +29,7 @@ from sweeper.schema.trial import ProbeConfig, ResourcesConfig, WorkloadConfig
 __all__: List[str] = [
     "DataConfig", "ImageConfig", "DaliConfig", "WorkloadConfig", "ResourcesConfig", "RayConfig", "SweepMeta", "TrialConfig",
     "RootConfig", "AnalysisConfig", "CostConfig", "ConstraintsConfig", "WandbConfig", "MlflowConfig", "ReportConfig",
-    "HistoryConfig", "TrainConfig", "ProbeConfig", "AdaptiveConfig", "OvernightConfig",
+    "HistoryConfig", "TrainConfig", "ProbeConfig", "SequentialConfig", "OvernightConfig", "AUTO",
     "trial_config_from_dict", "root_config_from_dict", "trial_dict", "trial_config", "swept_value",
     "TRIAL_SECTIONS", "CORE_SECTIONS", "TRAIN_PRESETS", "METRICS", "EXECUTORS",
     "Role", "ROLES", "key_role", "is_measurement", "measurement_keys",

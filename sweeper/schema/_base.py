@@ -12,7 +12,7 @@ ORDERS = ("interleaved", "grid")
 EXECUTORS = ("ray", "local")
 ON_OOM = ("record", "halve")
 METRICS = ("throughput", "p50", "p95")
-OBJECTIVES = ("throughput", "cost")
+OBJECTIVES = ("throughput", "cost", "fastest")
 WANDB_MODES = ("offline", "online", "disabled")
 PROFILES = ("none", "torch", "pyspy", "nsys")
 

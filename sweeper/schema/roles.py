@@ -41,7 +41,7 @@ ROLES: Dict[str, Role] = {
     "results_dir": O, "analysis": O, "cost": O, "wandb": O, "mlflow": O, "report": O, "history": O,
     # the run's course
     "sweep": R, "run_id": R, "dry_run": R, "repeats": R, "order": R, "order_seed": R, "resume": R,
-    "adaptive": R, "overnight": R, "hydra": R,
+    "sequential": R, "overnight": R, "hydra": R,
 }
 
 

@@ -10,7 +10,7 @@ from sweeper.schema._base import EXECUTORS, ORDERS, _require, _require_name
 from sweeper.schema.data import DaliConfig, DataConfig, ImageConfig
 from sweeper.schema.output import (AnalysisConfig, ConstraintsConfig, CostConfig, HistoryConfig, MlflowConfig,
                                    ReportConfig, WandbConfig)
-from sweeper.schema.run import AdaptiveConfig, OvernightConfig, RayConfig, SweepMeta
+from sweeper.schema.run import OvernightConfig, RayConfig, SequentialConfig, SweepMeta, check_repeats, removed_line
 from sweeper.schema.train import TrainConfig
 from sweeper.schema.trial import ProbeConfig, ResourcesConfig, WorkloadConfig
 
@@ -42,7 +42,8 @@ class RootConfig(TrialConfig):
     results_dir: str = "results"
     run_id: str = "???"
     dry_run: bool = False                # print the trial plan and launch nothing
-    repeats: int = 1                     # runs per grid point, each in its own process
+    repeats: Any = 1                     # runs per grid point, each in its own process; auto: until each
+                                         # cell is decided against its baseline (sequential.*)
     order: str = "interleaved"           # interleaved: shuffled rounds, so drift is not an effect; grid: in order
     order_seed: int = 0
     resume: Optional[str] = None         # a run id under results/<sweep>/, or "latest": re-run only what is missing or failed
@@ -54,7 +55,7 @@ class RootConfig(TrialConfig):
     mlflow: MlflowConfig = field(default_factory=MlflowConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     cost: CostConfig = field(default_factory=CostConfig)
-    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
     overnight: OvernightConfig = field(default_factory=OvernightConfig)
 
     def check(self) -> None:
@@ -64,7 +65,7 @@ class RootConfig(TrialConfig):
         _require(self.analysis.objective != "cost" or self.cost.enabled, "analysis.objective",
                  "is cost but no price is set: give cost.gpu_hour_usd (e.g. '+cost.gpu_hour_usd={H200:3.5}') "
                  "or cost.cpu_hour_usd")
-        self.adaptive.check()
+        self.sequential.check()
         self.overnight.check()
         self.wandb.check()
         self.mlflow.check()
@@ -72,7 +73,7 @@ class RootConfig(TrialConfig):
         self.sweep.check()
         if self.run_id != "???":          # unset until Hydra resolves it (${now:...})
             _require_name("run_id", self.run_id)
-        _require(self.repeats >= 1, "repeats", f"must be 1 or more, got {self.repeats}")
+        check_repeats(self.repeats)
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
         _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")
 
@@ -82,7 +83,7 @@ def _build(cls, values: Dict[str, Any], prefix: str):
     known = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in values.items():
-        _require(key in known, f"{prefix}{key}", f"unknown key; valid keys: {sorted(known)}")
+        _require(key in known, f"{prefix}{key}", removed_line(f"{prefix}{key}") or f"unknown key; valid keys: {sorted(known)}")
         sub = known[key].type
         sub_cls = _SECTIONS.get(sub.replace("Optional[", "").rstrip("]")) if isinstance(sub, str) else None
         kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
@@ -95,7 +96,7 @@ _SECTIONS = {
     "AnalysisConfig": AnalysisConfig, "ConstraintsConfig": ConstraintsConfig, "WandbConfig": WandbConfig,
     "MlflowConfig": MlflowConfig, "CostConfig": CostConfig, "ReportConfig": ReportConfig, "HistoryConfig": HistoryConfig,
     "TrainConfig": TrainConfig, "ProbeConfig": ProbeConfig,
-    "AdaptiveConfig": AdaptiveConfig, "OvernightConfig": OvernightConfig,
+    "SequentialConfig": SequentialConfig, "OvernightConfig": OvernightConfig,
 }
 
 TRIAL_SECTIONS = ("workload", "data", "resources", "train", "probe")

@@ -1,4 +1,4 @@
-"""How a sweep runs, not what a trial measures: adaptive.*, overnight.*, ray.*, sweep.*."""
+"""How a sweep runs, not what a trial measures: repeats, sequential.*, overnight.*, ray.*, sweep.*."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,23 +6,49 @@ from typing import Any, Dict, List, Optional
 
 from sweeper.schema._base import _require, _require_name
 
+SPENDING = ("pocock", "obrien_fleming")
+AUTO = "auto"
+
+
 @dataclass
-class AdaptiveConfig:
-    # Adaptive repeats (BenchmarkDotNet's stopping rule): each cell runs min_repeats, then one
-    # more at a time until the confidence interval of its throughput over repeats is within
-    # rel_halfwidth of its mean, or it reaches max_repeats. Off: `repeats` fixed repeats.
-    enabled: bool = False
-    min_repeats: int = 3
-    max_repeats: int = 10
-    rel_halfwidth: float = 0.02          # half-width of the interval / mean: 0.02 = 2%
-    confidence: float = 0.95
+class SequentialConfig:
+    # repeats=auto: rounds of repeats, each cell judged against its baseline after every round
+    # and stopped once decided (sweeper/analysis/sequential.py, docs/analysis.md#repeats-auto).
+    max_repeats: int = 6                 # a cell's most repeats; it stops there, decided or not
+    first_round: Optional[int] = None    # repeats per cell before the first look; null: the fewest
+                                         # with which the first look can decide (computed)
+    spending: str = "pocock"             # how alpha is spent over the looks: pocock (early stops)
+                                         # or obrien_fleming (keeps most of alpha for the last look)
+    futility: float = 0.2                # an undecided cell stops as "no detectable change" once its
+                                         # conditional power to end significant is below this
 
     def check(self) -> None:
-        _require(self.min_repeats >= 2, "adaptive.min_repeats", f"must be 2 or more (an interval needs two), got {self.min_repeats}")
-        _require(self.max_repeats >= self.min_repeats, "adaptive.max_repeats",
-                 f"must be at least adaptive.min_repeats={self.min_repeats}, got {self.max_repeats}")
-        _require(self.rel_halfwidth > 0, "adaptive.rel_halfwidth", f"must be positive (0.02 = 2%), got {self.rel_halfwidth}")
-        _require(0 < self.confidence < 1, "adaptive.confidence", f"must be between 0 and 1, got {self.confidence}")
+        _require(isinstance(self.max_repeats, int) and self.max_repeats >= 2, "sequential.max_repeats",
+                 f"must be 2 or more (a cell's own spread needs two repeats), got {self.max_repeats!r}")
+        _require(self.first_round is None or (isinstance(self.first_round, int)
+                                              and 1 <= self.first_round <= self.max_repeats),
+                 "sequential.first_round", f"must be null (computed) or 1 to sequential.max_repeats="
+                 f"{self.max_repeats}, got {self.first_round!r}")
+        _require(self.spending in SPENDING, "sequential.spending", f"must be one of {SPENDING}, got {self.spending!r}")
+        _require(0 <= self.futility < 1, "sequential.futility",
+                 f"must be at least 0 and below 1 (0: never stop for futility), got {self.futility}")
+
+
+def check_repeats(repeats: Any) -> None:
+    """`repeats`: a whole number of repeats per cell, or auto (SequentialConfig)."""
+    fixed = isinstance(repeats, int) and not isinstance(repeats, bool)
+    _require(repeats == AUTO or (fixed and repeats >= 1), "repeats",
+             f"must be 1 or more, or auto (repeats until each cell is decided), got {repeats!r}")
+
+
+# Sections the schema no longer has, and the one line that says what to use instead.
+REMOVED = {"adaptive": "adaptive.* is gone: pass repeats=auto instead (each cell repeats until it is decided "
+                       "against its baseline; bounds: sequential.max_repeats; docs/analysis.md#repeats-auto)"}
+
+
+def removed_line(dotted: str) -> Optional[str]:
+    """The line for a key of a removed section, None for any other key."""
+    return REMOVED.get(str(dotted).split(".")[0])
 
 
 @dataclass

@@ -1,0 +1,329 @@
+"""Sequential decisions (`repeats=auto`): each cell against its baseline after every round.
+
+A round gives every open cell one more repeat and its baseline two. After each round every
+open cell is looked at, and a look decides it: faster or slower (significant at the look's
+nominal level and past analysis.min_effect), within the minimum effect (its repeated
+confidence interval inside +-min_effect), no detectable change (it can no longer reach a
+decision: conditional power under its estimate below `futility`), or still open. A cell is
+closed once decided, at its maximum, or when the sweep's budget ends. docs/analysis.md
+gives the method and its assumptions:
+
+- the test: Student's t on the log of each repeat's value (one value per repeat, the unit of
+  evidence), its variance pooled over the stratum's cells, but never below the pair's own;
+- repeated looks: Lan-DeMets alpha spending per comparison (boundaries.py), information
+  fraction = round / max_repeats; multiplicity: Holm at every look over the stratum's
+  comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure);
+- stopping for futility never raises the false-alarm rate (it only forgoes rejections).
+
+`replay` is the one rule: the sweep calls it after every round to choose what runs next,
+and the analysis calls it on the finished run for the verdicts, so both say the same.
+Pure: plain dicts and numbers, no frames, no files.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats as sps
+
+from sweeper.analysis import boundaries
+from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
+
+BASE_FIRST = 2                             # the baseline's repeats per cell repeat in the first round
+BASE_RATIO = 1.0
+UNDECIDED = "undecided"
+OPEN = ""                                  # reason of a cell that may still get repeats
+DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
+Values = Mapping[int, float]               # repeat number -> the repeat's value (NaN: failed)
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a sequential comparison is judged with (from analysis.* and sequential.*)."""
+    alpha: float = 0.05
+    min_effect: float = 0.05
+    max_repeats: int = 8
+    first: int = 2                        # repeats per cell of the first round (first_round computes it)
+    spending: str = "pocock"
+    futility: float = 0.1
+    higher_is_better: bool = True
+    race: bool = False                    # analysis.objective=fastest: drop cells clearly worse than the leader
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A cell against its baseline at its last look: ratio = cell / baseline (geometric means)
+    with its repeated confidence interval, the look's p and the level it was held to."""
+    cell_id: str
+    verdict: str = UNDECIDED
+    reason: str = OPEN
+    n: int = 0
+    n_base: int = 0
+    ratio: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    p: float = math.nan
+    level: float = math.nan
+    rejected: bool = False                # significant at its look: counts as a Holm rejection
+
+    @property
+    def is_open(self) -> bool:
+        return self.reason == OPEN
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """log(cell) - log(reference): difference of means, its standard error and degrees of freedom."""
+    d: float
+    se: float
+    df: float
+
+    def p(self) -> float:
+        if not (self.se > 0 and self.df >= 1):
+            return math.nan
+        return float(2 * sps.t.sf(abs(self.d / self.se), self.df))
+
+    def interval(self, level: float) -> Tuple[float, float]:
+        """The ratio interval at two-sided level `level` (exp of the log interval)."""
+        if not (self.se > 0 and self.df >= 1 and level > 0):
+            return (math.nan, math.nan) if not level > 0 else (0.0, math.inf)
+        half = float(sps.t.isf(level / 2, self.df)) * self.se
+        return math.exp(self.d - half), math.exp(self.d + half)
+
+
+def logs(values: Sequence[float]) -> np.ndarray:
+    """Logs of the finite positive values (a failed repeat is NaN and left out)."""
+    x = np.asarray(values, dtype=float)
+    return np.log(x[np.isfinite(x) & (x > 0)])
+
+
+def _sum_sq(x: np.ndarray) -> float:
+    return float(((x - x.mean()) ** 2).sum()) if x.size else 0.0
+
+
+def pooled(groups: Sequence[np.ndarray]) -> Tuple[float, int]:
+    """(variance, degrees of freedom) pooled over groups of log values (one-way ANOVA's)."""
+    used = [g for g in groups if g.size]
+    df = sum(g.size for g in used) - len(used)
+    return (sum(_sum_sq(g) for g in used) / df, df) if df > 0 else (math.nan, 0)
+
+
+def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int]) -> Contrast:
+    """cell against ref with the stratum's pooled variance, or the pair's own when larger (a
+    noisier pair is not judged with its quieter neighbours' noise)."""
+    if not (cell.size and ref.size):
+        return Contrast(math.nan, math.nan, 0)
+    var, df = stratum
+    pair_var, pair_df = pooled([cell, ref])
+    if pair_df > 0 and not pair_var <= var:
+        var, df = pair_var, pair_df
+    se = math.sqrt(var * (1 / cell.size + 1 / ref.size)) if df > 0 else math.nan
+    return Contrast(float(cell.mean() - ref.mean()), se, df)
+
+
+# -- one look -----------------------------------------------------------------------------
+def _level(design: Design, round_: int, alpha: float) -> float:
+    return boundaries.level(round_, design.first, design.max_repeats, alpha, design.spending)
+
+
+def _direction(ratio: float, design: Design) -> str:
+    return FASTER if (ratio > 1) == design.higher_is_better else SLOWER
+
+
+def _futile(c: Contrast, round_: int, design: Design, final_level: float, width_level: float) -> bool:
+    """Whether the cell can no longer be decided by its maximum: its conditional power (Lan,
+    Simon and Halperin's B-value, under its current estimate) to end significant is below
+    design.futility, and the interval at its maximum, projected, would still be wider than
+    the minimum effect on either side of its estimate."""
+    t = round_ / design.max_repeats
+    if t >= 1 or not (c.se > 0):
+        return False
+    z = c.d / c.se
+    b, drift = z * math.sqrt(t), z / math.sqrt(t)
+    bound, spread = sps.norm.isf(final_level / 2), math.sqrt(1 - t)
+    mean = b + drift * (1 - t)
+    power = sps.norm.sf((bound - mean) / spread) + sps.norm.cdf((-bound - mean) / spread)
+    half = sps.norm.isf(width_level / 2) * c.se * math.sqrt(t)
+    return power < design.futility and abs(c.d) + half >= math.log1p(design.min_effect)
+
+
+def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int, design: Design,
+           width_level: float, final_level: float) -> Decision:
+    """The decision of one open cell at a look, given whether Holm let it be significant."""
+    low, high = c.interval(width_level)
+    ratio = math.exp(c.d) if math.isfinite(c.d) else math.nan
+    base = Decision(cell, UNDECIDED, OPEN, ratio=ratio, low=low, high=high, p=c.p(), level=level)
+    edge = 1 + design.min_effect
+    if significant and max(ratio, 1 / ratio) >= edge:
+        return replace(base, verdict=_direction(ratio, design), reason=DECIDED, rejected=True)
+    if 1 / edge < low and high < edge:
+        return replace(base, verdict=within(design.min_effect), reason=DECIDED, rejected=significant)
+    if round_ >= design.max_repeats:
+        verdict = within(design.min_effect) if significant else NO_CHANGE
+        return replace(base, verdict=verdict, reason=AT_MAX, rejected=significant)
+    if _futile(c, round_, design, final_level, width_level):
+        return replace(base, verdict=NO_CHANGE, reason=DECIDED)
+    return base
+
+
+def look(data: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str], design: Design,
+         round_: int, comparisons: int, rejected: int) -> Dict[str, Decision]:
+    """Decisions of the open cells at round `round_` from the stratum's log values so far:
+    Holm step-down over the p-values, each against the nominal level of its alpha share."""
+    stratum = pooled(list(data.values()))
+    found = {c: contrast(data[c], data[baseline], stratum) for c in open_cells}
+    order = sorted(open_cells, key=lambda c: (not math.isfinite(found[c].p()), found[c].p(), c))
+    left = max(comparisons - rejected, 1)
+    width = _level(design, round_, design.alpha / max(comparisons, 1))
+    final = boundaries.level(design.max_repeats, design.first, design.max_repeats, design.alpha / left,
+                             design.spending)
+    out, stepping = {}, True
+    for j, cell in enumerate(order):
+        lvl = _level(design, round_, design.alpha / max(left - j, 1))
+        stepping = stepping and found[cell].p() < lvl
+        out[cell] = _judge(cell, found[cell], stepping, lvl, round_, design, width, final)
+        out[cell] = replace(out[cell], n=int(data[cell].size), n_base=int(data[baseline].size))
+    return out
+
+
+# -- the race (analysis.objective=fastest) ------------------------------------------------
+def leader(data: Mapping[str, np.ndarray], candidates: Sequence[str], design: Design) -> Optional[str]:
+    """The cell with the best mean of logs among `candidates` that have values."""
+    sign = 1.0 if design.higher_is_better else -1.0
+    scored = [(sign * float(data[c].mean()), c) for c in candidates if data[c].size]
+    return max(scored)[1] if scored else None
+
+
+def clearly_worse(data: Mapping[str, np.ndarray], cell: str, best: str, design: Design, round_: int,
+                  comparisons: int) -> bool:
+    """Whether `cell` is significantly worse than the leader `best` at this look (F-Race's
+    elimination, held to the same spending and Bonferroni share as the verdicts)."""
+    c = contrast(data[cell], data[best], pooled(list(data.values())))
+    worse = (c.d < 0) == design.higher_is_better
+    return worse and c.p() < _level(design, round_, design.alpha / max(comparisons, 1))
+
+
+def _race(data, decisions: Dict[str, Decision], design: Design, round_: int, comparisons: int) -> None:
+    """Drops the open cells clearly worse than the current leader (in place)."""
+    kept = [c for c in data if decisions.get(c) is None or decisions[c].reason != DROPPED]
+    best = leader(data, kept, design)
+    for cell, d in list(decisions.items()):
+        if d.is_open and best is not None and cell != best and clearly_worse(data, cell, best, design, round_,
+                                                                                comparisons):
+            decisions[cell] = replace(d, reason=DROPPED)
+
+
+# -- every look of a run -------------------------------------------------------------------
+def _upto(values: Values, count: int) -> np.ndarray:
+    return logs([v for r, v in values.items() if r < count])
+
+
+def rounds_of(repeats: Sequence[int]) -> int:
+    """The rounds a cell took part in, from its trials' repeat numbers (any status): round r
+    holds its repeat r-1. (The baseline's repeats per round follow `baseline_target`.)"""
+    return max(repeats) + 1 if repeats else 0
+
+
+def baseline_target(round_: int, open_cells: int, design: Design, have: int) -> int:
+    """The baseline's repeats wanted by round `round_`: twice a cell's in the first round,
+    then sqrt(open cells) times a cell's (Dunnett's allocation for many-to-one comparisons),
+    never fewer than it has."""
+    if round_ <= design.first:
+        return BASE_FIRST * design.first
+    return max(have, math.ceil(BASE_RATIO * math.sqrt(max(open_cells, 1)) * round_))
+
+
+@dataclass(frozen=True)
+class Replayed:
+    decisions: Dict[str, Decision]
+    base_used: int                        # the baseline's repeats at the last look
+    base_wanted: int                      # the baseline's repeats wanted by the next round
+
+
+def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: str,
+           design: Design) -> Replayed:
+    """Every look of one stratum, in order, as the sweep took them: at round r, each cell's
+    repeats before r and the baseline's first `baseline_target` ones. A cell decided at a
+    look keeps that decision; OPEN ones may get another round."""
+    cells = [c for c in values if c != baseline]
+    out: Dict[str, Decision] = {c: Decision(c) for c in cells}
+    rejected, comparisons, base = 0, len(cells), baseline_target(design.first, len(cells), design, 0)
+    used = base
+    for r in range(design.first, max([rounds.get(c, 0) for c in cells] + [0]) + 1):
+        data = {c: _upto(values[c], base if c == baseline else r) for c in values}
+        open_now = [c for c in cells if out[c].is_open and rounds.get(c, 0) >= r]
+        if not open_now:
+            break
+        used = base
+        out.update(look(data, baseline, open_now, design, r, comparisons, rejected))
+        rejected = sum(1 for d in out.values() if d.rejected)
+        if design.race:
+            _race(data, out, design, r, comparisons)
+        base = baseline_target(r + 1, sum(1 for d in out.values() if d.is_open), design, base)
+    return Replayed(out, used, base)
+
+
+def wanting(decisions: Mapping[str, Decision], rounds: Mapping[str, int], design: Design) -> List[str]:
+    """The cells that get another round: open, in the last round, below their maximum."""
+    done = max(rounds.values(), default=0)
+    return [c for c, d in decisions.items()
+            if d.is_open and rounds.get(c, 0) == done and done < design.max_repeats]
+
+
+def closed(decisions: Mapping[str, Decision]) -> Dict[str, Decision]:
+    """The decisions of a finished run: a cell still open when the run ended stopped at the budget."""
+    return {c: (replace(d, reason=BUDGET) if d.is_open else d) for c, d in decisions.items()}
+
+
+# -- the recommendation of a race ------------------------------------------------------------
+@dataclass(frozen=True)
+class Fastest:
+    """The fastest setting and those tied with it (not clearly worse, or within min_effect)."""
+    cell_id: str
+    tied: Tuple[str, ...]
+    ratio: float                            # against the baseline, with its interval
+    low: float
+    high: float
+
+
+def fastest(values: Mapping[str, Values], baseline: str, decisions: Mapping[str, Decision],
+            design: Design) -> Optional[Fastest]:
+    """The leader among the cells not dropped from the race, its ties, its ratio to the baseline."""
+    data = {c: logs(list(v.values())) for c, v in values.items()}
+    kept = [c for c in data if c not in decisions or decisions[c].reason != DROPPED]
+    best = leader(data, kept, design)
+    if best is None:
+        return None
+    stratum, width = pooled(list(data.values())), design.alpha / max(len(data) - 1, 1)
+    tied = []
+    for cell in kept:
+        c = contrast(data[cell], data[best], stratum)
+        low, high = c.interval(width)
+        near = 1 / (1 + design.min_effect) < low and high < 1 + design.min_effect
+        if cell != best and data[cell].size and (near or not c.p() < width):
+            tied.append(cell)
+    low, high = contrast(data[best], data[baseline], stratum).interval(width)
+    ratio = math.exp(float(data[best].mean() - data[baseline].mean())) if data[baseline].size else math.nan
+    return Fastest(best, tuple(tied), ratio, low, high)
+
+
+def design_for(analysis, sequential, comparisons: int) -> Design:
+    """The Design of a run from its AnalysisConfig and SequentialConfig; `comparisons`: the
+    largest number of cells judged against one baseline (the first round is computed for it)."""
+    from sweeper.analysis.model import HIGHER_IS_BETTER
+
+    first = sequential.first_round or boundaries.first_round(comparisons, analysis.alpha, sequential.max_repeats,
+                                                             sequential.spending)
+    return Design(analysis.alpha, analysis.min_effect, sequential.max_repeats, first, sequential.spending,
+                  sequential.futility, analysis.metric in HIGHER_IS_BETTER, analysis.objective == "fastest")
+
+
+def trials_left(replayed: Replayed, rounds: Mapping[str, int], base_have: int, design: Design) -> int:
+    """The most trials the stratum may still take: each open cell to its maximum, the
+    baseline to its target for the last round (what the progress bar's ETA counts)."""
+    open_cells = [c for c, d in replayed.decisions.items() if d.is_open]
+    cells = sum(max(design.max_repeats - rounds.get(c, 0), 0) for c in open_cells)
+    base = baseline_target(design.max_repeats, len(open_cells), design, base_have) - base_have if open_cells else 0
+    return cells + max(base, 0)

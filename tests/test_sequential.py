@@ -1,0 +1,164 @@
+"""repeats=auto's statistics (sweeper/analysis/{boundaries,sequential}.py): boundaries against
+published values and a Monte Carlo, the first round, the looks, the race. Seeded, in-process."""
+import math
+
+import numpy as np
+import pytest
+
+from sweeper.analysis import boundaries, sequential as seq
+from sweeper.analysis.run import analyze_run
+from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
+from sweeper.schema import AnalysisConfig, SequentialConfig
+from tests.synthetic_runs import steady, write_run
+
+
+# -- boundaries ---------------------------------------------------------------------------
+def test_pocock_type_spending_gives_the_published_boundaries():
+    # Lan-DeMets Pocock-type spending, 5 equally spaced looks, two-sided alpha 0.05
+    # (Jennison and Turnbull, table 7.6): 2.438, 2.427, 2.410, 2.397, 2.389
+    z = boundaries.boundaries([0.2, 0.4, 0.6, 0.8, 1.0], 0.05, "pocock")
+    assert z == pytest.approx([2.438, 2.427, 2.410, 2.397, 2.389], abs=0.004)
+
+
+@pytest.mark.parametrize("kind", boundaries.SPENDING)
+def test_one_look_is_the_fixed_test(kind):
+    assert boundaries.nominal_levels(5, 5, 0.05, kind) == pytest.approx((0.05,), abs=1e-4)
+
+
+@pytest.mark.parametrize("kind", boundaries.SPENDING)
+def test_brownian_paths_cross_the_boundaries_with_probability_alpha(kind):
+    fractions = np.array([2, 3, 4, 5, 6]) / 6
+    z = np.array(boundaries.boundaries(list(fractions), 0.05, kind))
+    rng = np.random.default_rng(7)
+    steps = rng.standard_normal((40_000, fractions.size)) * np.sqrt(np.diff(np.r_[0, fractions]))
+    paths = np.cumsum(steps, axis=1) / np.sqrt(fractions)
+    crossed = (np.abs(paths) >= z).any(axis=1).mean()
+    assert crossed == pytest.approx(0.05, abs=0.004)
+
+
+def test_obrien_fleming_keeps_its_alpha_for_the_last_look_and_pocock_spends_early():
+    obf, pocock = boundaries.nominal_levels(2, 6, 0.05, "obrien_fleming"), boundaries.nominal_levels(2, 6, 0.05)
+    assert obf[0] < pocock[0] / 10 and obf[-1] > pocock[-1]
+
+
+# -- the first round ------------------------------------------------------------------------
+def test_the_rank_tests_first_round_grows_with_the_comparisons_and_three_against_six_cannot_pass_four():
+    assert boundaries.rank_min_p(3, 6) * 4 > 0.05          # the issue's case: no verdict possible
+    rounds = [boundaries.first_round(m, 0.05, 10, min_p=boundaries.rank_min_p) for m in (1, 4, 8)]
+    assert rounds == [4, 4, 5]
+    n = rounds[1]
+    assert boundaries.rank_min_p(n, 2 * n) < boundaries.level(n, n, 10, 0.05 / 4)
+
+
+def test_the_t_tests_first_round_is_two_repeats_whatever_the_comparisons():
+    assert [boundaries.first_round(m, 0.05, 6) for m in (1, 4, 20)] == [2, 2, 2]
+
+
+# -- one look and the replay ------------------------------------------------------------------
+def _values(rng, effect: float, cv: float, n: int):
+    return dict(enumerate(np.exp(rng.normal(-math.log1p(effect), cv, n))))
+
+
+def _stratum(effects, cv, design, seed=0):
+    rng = np.random.default_rng(seed)
+    values = {"base": _values(rng, 0.0, cv, 4 * design.max_repeats)}
+    values.update({f"c{i}": _values(rng, e, cv, design.max_repeats) for i, e in enumerate(effects)})
+    return values, {c: design.max_repeats for c in values if c != "base"}
+
+
+def test_a_clear_slowdown_is_decided_at_the_first_look_and_an_identical_cell_within_the_minimum_effect():
+    design = seq.Design(max_repeats=6, first=2)
+    values, rounds = _stratum([0.30, 0.0], 0.005, design)
+    found = seq.replay(values, rounds, "base", design).decisions
+    assert (found["c0"].verdict, found["c0"].reason, found["c0"].n) == (SLOWER, seq.DECIDED, 2)
+    assert found["c1"].verdict == within(0.05) and found["c1"].reason == seq.DECIDED
+    assert found["c0"].low < found["c0"].ratio < found["c0"].high < 1
+
+
+def test_faster_is_the_other_direction_and_lower_is_better_flips_it():
+    design = seq.Design(max_repeats=6, first=2)
+    values, rounds = _stratum([-0.2], 0.01, design)
+    assert seq.replay(values, rounds, "base", design).decisions["c0"].verdict == FASTER
+    latency = seq.Design(max_repeats=6, first=2, higher_is_better=False)
+    assert seq.replay(values, rounds, "base", latency).decisions["c0"].verdict == SLOWER
+
+
+def test_a_decision_is_kept_whatever_comes_later_and_only_open_cells_want_more():
+    design = seq.Design(max_repeats=6, first=2)
+    values, _ = _stratum([0.30, 0.04], 0.03, design, seed=3)
+    early = seq.replay(values, {"c0": 2, "c1": 2}, "base", design)
+    later = seq.replay(values, {"c0": 2, "c1": 6}, "base", design)
+    assert early.decisions["c0"] == later.decisions["c0"]
+    assert seq.wanting(early.decisions, {"c0": 2, "c1": 2}, design) == \
+        [c for c, d in early.decisions.items() if d.is_open]
+
+
+def test_noise_with_no_effect_ends_as_no_detectable_change_and_a_cell_open_at_the_end_stopped_at_the_budget():
+    design = seq.Design(max_repeats=6, first=2)
+    values, rounds = _stratum([0.0], 0.10, design, seed=1)
+    found = seq.replay(values, rounds, "base", design).decisions["c0"]
+    assert found.verdict == NO_CHANGE and found.reason in (seq.DECIDED, seq.AT_MAX)
+    cut = seq.closed(seq.replay(values, {"c0": 2}, "base", seq.Design(max_repeats=6, first=2, futility=0)).decisions)
+    assert cut["c0"].reason == seq.BUDGET and cut["c0"].verdict == seq.UNDECIDED
+
+
+def test_holm_holds_the_smallest_p_to_alpha_over_the_comparisons():
+    design = seq.Design(max_repeats=6, first=2)
+    values, rounds = _stratum([0.30, 0.0, 0.0, 0.0], 0.005, design)
+    first = seq.replay(values, {c: 2 for c in rounds}, "base", design).decisions
+    assert first["c0"].level == pytest.approx(boundaries.level(2, 2, 6, 0.05 / 4))
+
+
+def test_the_baseline_gets_twice_a_cells_repeats_first_then_sqrt_of_the_open_cells():
+    design = seq.Design(max_repeats=6, first=2)
+    assert seq.baseline_target(2, 4, design, 0) == 4
+    assert seq.baseline_target(3, 4, design, 4) == 6 and seq.baseline_target(3, 1, design, 4) == 4
+
+
+def test_the_stratum_variance_is_pooled_but_never_below_the_pairs_own():
+    quiet, noisy = np.log([1.0, 1.001, 0.999]), np.log([1.0, 1.2, 0.8])
+    stratum = seq.pooled([quiet, quiet, noisy])
+    assert seq.contrast(noisy, quiet, stratum).se > seq.contrast(quiet, quiet + 0.01, stratum).se
+    swapped = seq.contrast(quiet + 0.1, quiet, stratum), seq.contrast(quiet, quiet + 0.1, stratum)
+    assert swapped[0].d == pytest.approx(-swapped[1].d) and swapped[0].p() == pytest.approx(swapped[1].p())
+
+
+def test_a_and_a_sweeps_seldom_call_anything_faster_or_slower():
+    design = seq.Design(max_repeats=6, first=2)
+    alarms = 0
+    for seed in range(150):
+        values, rounds = _stratum([0.0] * 4, 0.02, design, seed=seed)
+        found = seq.replay(values, rounds, "base", design).decisions.values()
+        alarms += any(d.verdict in (FASTER, SLOWER) for d in found)
+    assert alarms / 150 <= 0.05
+
+
+# -- the race -------------------------------------------------------------------------------
+def test_the_race_drops_a_cell_clearly_behind_the_leader_and_names_the_fastest_with_its_ties():
+    design = seq.Design(max_repeats=6, first=2, race=True, futility=0)
+    values, rounds = _stratum([-0.20, -0.20, -0.048], 0.03, design, seed=2)
+    found = seq.replay(values, rounds, "base", design).decisions
+    assert found["c2"].reason == seq.DROPPED and found["c2"].n < 6
+    best = seq.fastest(values, "base", found, design)
+    assert best.cell_id in ("c0", "c1") and set(best.tied) == {"c0", "c1"} - {best.cell_id}
+    assert best.low < best.ratio < best.high and best.ratio == pytest.approx(1.25, abs=0.03)
+
+
+def test_without_the_race_no_cell_is_dropped():
+    design = seq.Design(max_repeats=6, first=2)
+    values, rounds = _stratum([-0.20, -0.03, 0.02], 0.03, design, seed=2)
+    assert all(d.reason != seq.DROPPED for d in seq.replay(values, rounds, "base", design).decisions.values())
+
+
+# -- the analysis of a repeats=auto run ---------------------------------------------------------
+def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why_it_stopped(tmp_path):
+    run = tmp_path / "run"
+    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
+                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
+                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002))], repeats=3)
+    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
+    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    table = analysis.verdicts.set_index("cell_id")
+    assert table.loc["slow", "verdict"] == SLOWER and table.loc["slow", "stopped"] == seq.DECIDED
+    assert table.loc["same", "verdict"] == within(0.05)
+    assert table.loc["slow", "throughput_ratio"] == pytest.approx(10 / 13, abs=0.02)
