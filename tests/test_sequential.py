@@ -106,7 +106,7 @@ def test_holm_holds_the_smallest_p_to_alpha_over_the_comparisons():
     design = seq.Design(max_repeats=6, first=2)
     values, rounds = _stratum([0.30, 0.0, 0.0, 0.0], 0.005, design)
     first = seq.replay(values, {c: 2 for c in rounds}, "base", design).decisions
-    assert first["c0"].level == pytest.approx(boundaries.level(2, 2, 6, 0.05 / 4))
+    assert first["c0"].level == pytest.approx(boundaries.level(2, 2, 6, 0.05 / 4, design.spending))
 
 
 def test_the_baseline_gets_twice_a_cells_repeats_first_then_sqrt_of_the_open_cells():
@@ -162,3 +162,12 @@ def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why
     assert table.loc["slow", "verdict"] == SLOWER and table.loc["slow", "stopped"] == seq.DECIDED
     assert table.loc["same", "verdict"] == within(0.05)
     assert table.loc["slow", "throughput_ratio"] == pytest.approx(10 / 13, abs=0.02)
+
+
+def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():
+    from benchmarks import sequential_sim
+
+    text = sequential_sim.main(["--sweeps", "4", "--jobs", "1"])
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| rule")]
+    assert [r.split("|")[1].strip() for r in rows] == list(sequential_sim.RULES)
+    assert "| repeats=5 |" in text and "35.0 [35.0, 35.0]" in text      # 5 cells x 5 + the baseline's 10

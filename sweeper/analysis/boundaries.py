@@ -20,6 +20,7 @@ from scipy import optimize, stats
 SPENDING = ("pocock", "obrien_fleming")
 _GRID = np.linspace(-9.0, 9.0, 901)       # B-values, B(t) = Z(t) sqrt(t); var B(t) = t <= 1
 _STEP = float(_GRID[1] - _GRID[0])
+_SQUARED_GAPS = (_GRID[:, None] - _GRID[None, :]) ** 2
 
 
 def spent(t: float, alpha: float, kind: str = "pocock") -> float:
@@ -53,7 +54,7 @@ def _boundary(density: np.ndarray, t: float, budget: float) -> float:
 
 def _advance(density: np.ndarray, dt: float) -> np.ndarray:
     """The density of B one step of information dt later: a convolution with N(0, dt)."""
-    kernel = stats.norm.pdf(_GRID[:, None] - _GRID[None, :], scale=math.sqrt(dt))
+    kernel = np.exp(-_SQUARED_GAPS / (2 * dt)) / math.sqrt(2 * math.pi * dt)
     return kernel @ density * _STEP
 
 
@@ -105,7 +106,7 @@ def first_round(comparisons: int, alpha: float, last: int, kind: str = "pocock",
     """The fewest repeats per cell (the baseline `base_per_round` times as many) with which the
     first look can decide: the test's smallest p passes that look's nominal level for Holm's
     first step (alpha / comparisons). `last` when no round before it can."""
-    for n in range(1, last + 1):
-        if min_p(n, base_per_round * n) < level(n, n, last, alpha / max(comparisons, 1), kind):
+    for n in range(1, last + 1):       # a first look spends alpha(t) alone: its level is alpha(t)
+        if min_p(n, base_per_round * n) < spent(n / last, alpha / max(comparisons, 1), kind):
             return n
     return last

@@ -3,7 +3,7 @@
 A round gives every open cell one more repeat and its baseline two. After each round every
 open cell is looked at, and a look decides it: faster or slower (significant at the look's
 nominal level and past analysis.min_effect), within the minimum effect (its repeated
-confidence interval inside +-min_effect), no detectable change (it can no longer reach a
+confidence interval inside +-min_effect, or significant but smaller), no detectable change (it can no longer reach a
 decision: conditional power under its estimate below `futility`), or still open. A cell is
 closed once decided, at its maximum, or when the sweep's budget ends. docs/analysis.md
 gives the method and its assumptions:
@@ -31,8 +31,6 @@ from scipy import stats as sps
 from sweeper.analysis import boundaries
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 
-BASE_FIRST = 2                             # the baseline's repeats per cell repeat in the first round
-BASE_RATIO = 1.0
 UNDECIDED = "undecided"
 OPEN = ""                                  # reason of a cell that may still get repeats
 DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
@@ -46,8 +44,8 @@ class Design:
     min_effect: float = 0.05
     max_repeats: int = 8
     first: int = 2                        # repeats per cell of the first round (first_round computes it)
-    spending: str = "pocock"
-    futility: float = 0.1
+    spending: str = "obrien_fleming"
+    futility: float = 0.35
     higher_is_better: bool = True
     race: bool = False                    # analysis.objective=fastest: drop cells clearly worse than the leader
 
@@ -158,11 +156,10 @@ def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int,
     edge = 1 + design.min_effect
     if significant and max(ratio, 1 / ratio) >= edge:
         return replace(base, verdict=_direction(ratio, design), reason=DECIDED, rejected=True)
-    if 1 / edge < low and high < edge:
+    if (1 / edge < low and high < edge) or significant:          # no bigger change, or a real but small one
         return replace(base, verdict=within(design.min_effect), reason=DECIDED, rejected=significant)
     if round_ >= design.max_repeats:
-        verdict = within(design.min_effect) if significant else NO_CHANGE
-        return replace(base, verdict=verdict, reason=AT_MAX, rejected=significant)
+        return replace(base, verdict=NO_CHANGE, reason=AT_MAX)
     if _futile(c, round_, design, final_level, width_level):
         return replace(base, verdict=NO_CHANGE, reason=DECIDED)
     return base
@@ -176,7 +173,7 @@ def look(data: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str
     found = {c: contrast(data[c], data[baseline], stratum) for c in open_cells}
     order = sorted(open_cells, key=lambda c: (not math.isfinite(found[c].p()), found[c].p(), c))
     left = max(comparisons - rejected, 1)
-    width = _level(design, round_, design.alpha / max(comparisons, 1))
+    width = _level(design, round_, min(2 * design.alpha, 0.5))     # TOST's (1 - 2 alpha) interval, per comparison
     final = boundaries.level(design.max_repeats, design.first, design.max_repeats, design.alpha / left,
                              design.spending)
     out, stepping = {}, True
@@ -231,8 +228,8 @@ def baseline_target(round_: int, open_cells: int, design: Design, have: int) -> 
     then sqrt(open cells) times a cell's (Dunnett's allocation for many-to-one comparisons),
     never fewer than it has."""
     if round_ <= design.first:
-        return BASE_FIRST * design.first
-    return max(have, math.ceil(BASE_RATIO * math.sqrt(max(open_cells, 1)) * round_))
+        return 2 * design.first
+    return max(have, math.ceil(math.sqrt(max(open_cells, 1)) * round_))
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,15 @@ Comparisons = Dict[str, Dict[str, stats.Comparison]]     # metric -> cell_id -> 
 
 
 def compare_with_baseline(repeats: pd.DataFrame, cells: Sequence[str], baseline_id: str,
-                          cfg: AnalysisConfig, metric: str, seed: int = 0) -> Dict[str, stats.Comparison]:
+                          cfg: AnalysisConfig, metric: str, seed: int = 0,
+                          n_resamples: int = 2000) -> Dict[str, stats.Comparison]:
     """Each cell against the baseline over per-repeat values of `metric` (a metric name or a
-    repeat-table column), Holm across cells."""
+    repeat-table column), Holm across cells; `n_resamples`: the ratio interval's bootstrap."""
     column, higher = COLUMN.get(metric, metric), metric in HIGHER_IS_BETTER
     base = values(repeats, baseline_id, column)
     others = [c for c in cells if c != baseline_id]
     raw = [stats.compare_cells(base, values(repeats, c, column), cfg.alpha, cfg.min_effect, seed=seed,
-                               higher_is_better=higher) for c in others]
+                               higher_is_better=higher, n_resamples=n_resamples) for c in others]
     adjusted = stats.apply_holm(raw)
     return dict(zip(others, [_family_too_few(c, len(others)) for c in adjusted]))
 

@@ -17,9 +17,9 @@ class SequentialConfig:
     max_repeats: int = 6                 # a cell's most repeats; it stops there, decided or not
     first_round: Optional[int] = None    # repeats per cell before the first look; null: the fewest
                                          # with which the first look can decide (computed)
-    spending: str = "pocock"             # how alpha is spent over the looks: pocock (early stops)
-                                         # or obrien_fleming (keeps most of alpha for the last look)
-    futility: float = 0.2                # an undecided cell stops as "no detectable change" once its
+    spending: str = "obrien_fleming"     # how alpha is spent over the looks: obrien_fleming (most of it
+                                         # kept for the last look: power) or pocock (more early stops)
+    futility: float = 0.35               # an undecided cell stops as "no detectable change" once its
                                          # conditional power to end significant is below this
 
     def check(self) -> None:
