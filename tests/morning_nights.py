@@ -10,7 +10,7 @@ sweep's end appends them (store.rows_of_run's columns), night after night.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -24,13 +24,14 @@ NIGHTLY_REC = ("recommended: workers=4: +30.0% faster than the baseline (1,300 v
                "interval [+27.1%, +33.2%] (faster; judged on throughput, items per second of each repeat)")
 FRESH_REC = ("recommended: keep the baseline batch_size=8: no configuration is detectably faster "
              "(judged on throughput, items per second of each repeat)")
-# cell -> (items/s per night, the last night's verdict, its ratio to the baseline)
-NIGHTLY = {"workers=0": ([1000.0] * NIGHTS, "baseline", 1.0),
-           "workers=2": ([1030.0] * NIGHTS, NO_CHANGE, 1.03),
-           MOVED: ([2000.0] * (NIGHTS - 1) + [1300.0], FASTER, 1.30),
-           NEW: ([None] * (NIGHTS - 1) + [1040.0], within(0.05), 1.04)}
+# cell -> (items/s per night, the last night's verdict, its ratio to the baseline, why it stopped)
+# nightly ran repeats=auto (each cell says why it got no more repeats), fresh fixed repeats (None)
+NIGHTLY = {"workers=0": ([1000.0] * NIGHTS, "baseline", 1.0, ""),
+           "workers=2": ([1030.0] * NIGHTS, NO_CHANGE, 1.03, "decided"),
+           MOVED: ([2000.0] * (NIGHTS - 1) + [1300.0], FASTER, 1.30, "decided"),
+           NEW: ([None] * (NIGHTS - 1) + [1040.0], within(0.05), 1.04, "at its maximum")}
 START = {"nightly": 0.0, "fresh": 3600.0}        # the suite runs its sweeps in turn
-FRESH = {"batch_size=8": ([500.0], "baseline", 1.0), "batch_size=16": ([400.0], SLOWER, 0.80)}
+FRESH = {"batch_size=8": ([500.0], "baseline", 1.0, None), "batch_size=16": ([400.0], SLOWER, 0.80, None)}
 
 
 def cell_row(sweep: str, night: int, cell: str, items: float, rng: np.random.Generator) -> Dict:
@@ -45,10 +46,10 @@ def cell_row(sweep: str, night: int, cell: str, items: float, rng: np.random.Gen
             "repeat_items_per_s": repeats, "repeat_p95": p95s, "stratum": ""}
 
 
-def decided(row: Dict, verdict: str, ratio: float, recommendation: str) -> Dict:
+def decided(row: Dict, verdict: str, ratio: float, stopped: Optional[str], recommendation: str) -> Dict:
     """The row with its decision as the run's Analysis gave it."""
     interval = (ratio, ratio) if verdict == "baseline" else (ratio * 0.98, ratio * 1.02)
-    return {**row, "is_baseline": verdict == "baseline", "verdict": verdict, "verdict_ratio": ratio,
+    return {**row, "is_baseline": verdict == "baseline", "verdict": verdict, "verdict_ratio": ratio, "stopped": stopped,
             "verdict_ratio_low": interval[0] if verdict != "baseline" else None,
             "verdict_ratio_high": interval[1] if verdict != "baseline" else None,
             "verdict_p": None if verdict == "baseline" else 0.012, "recommendation": recommendation}
@@ -56,8 +57,8 @@ def decided(row: Dict, verdict: str, ratio: float, recommendation: str) -> Dict:
 
 def night_rows(sweep: str, cells: Dict, night: int, first: int, recommendation: str,
                rng: np.random.Generator) -> pd.DataFrame:
-    rows = [decided(cell_row(sweep, night, cell, figures[night - first], rng), verdict, ratio, recommendation)
-            for cell, (figures, verdict, ratio) in cells.items() if figures[night - first] is not None]
+    rows = [decided(cell_row(sweep, night, cell, figures[night - first], rng), verdict, ratio, stopped, recommendation)
+            for cell, (figures, verdict, ratio, stopped) in cells.items() if figures[night - first] is not None]
     return pd.DataFrame(rows)
 
 

@@ -2,6 +2,7 @@
 (tests/morning_nights.py): regressions first, then each sweep's decisions and recommendation,
 one compact trend row per cell, a full plot only for the cell that moved, and a first night
 that says so in one line. One test renders the page in headless Chromium."""
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -9,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.analysis.model import STOPPED
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 from sweeper.history import detect, morning
 from sweeper.history.night import Night
-from sweeper.history.store import append_rows, read, rows_of_run
+from sweeper.history.store import append_rows, decisions_of, read, rows_of_run
 from sweeper.report.sparkline import sparkline
 from tests import morning_nights as nights
 from tests.test_report import CHROMIUM
@@ -58,13 +60,14 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
     nightly, fresh = sweeps.split("<h3>")[1:]
     assert nightly.startswith(f"nightly n5 on {nights.MACHINE}") and fresh.startswith("fresh n5")
     assert f'<li class="pick">{nights.NIGHTLY_REC}</li>' in nightly and "items/s / baseline (higher is faster)" in nightly
-    assert [r[:4] for r in table_rows(nightly)] == [["workers=0", "baseline", "1.000", "-"],
-                                                    [nights.MOVED, FASTER, "1.300", "[1.274, 1.326]"],
-                                                    [nights.NEW, within(0.05), "1.040", "[1.019, 1.061]"],
-                                                    ["workers=2", NO_CHANGE, "1.030", "[1.009, 1.051]"]]
+    rows = [r[:4] + r[-1:] for r in table_rows(nightly)]
+    assert rows == [["workers=0", "baseline", "1.000", "-", "-"],
+                    [nights.MOVED, FASTER, "1.300", "[1.274, 1.326]", "decided"],
+                    [nights.NEW, within(0.05), "1.040", "[1.019, 1.061]", "at its maximum"],
+                    ["workers=2", NO_CHANGE, "1.030", "[1.009, 1.051]", "decided"]]
     assert f"<p>1 {FASTER}, 1 {within(0.05)}, 1 {NO_CHANGE}</p>" in nightly
     assert f'<td class="within">{within(0.05)}</td>' in nightly
-    assert [r[1] for r in table_rows(fresh)] == ["baseline", SLOWER]
+    assert [r[1] for r in table_rows(fresh)] == ["baseline", SLOWER] and "<th>stopped</th>" not in fresh   # fixed repeats
     assert f'<li class="pick">{nights.FRESH_REC}</li>' in fresh and "constraints: none" not in sweeps
 
 
@@ -119,6 +122,10 @@ def test_the_store_keeps_the_analysis_decisions_and_recommendation(tmp_path):
     assert stored["verdict_ratio"].round(6).to_dict() == verdicts[f"{analysis.metric}_ratio"].round(6).to_dict()
     assert set(stored["recommendation"]) == {"\n".join(recommendation_lines(analysis))}
     assert "recommended:" in stored["recommendation"].iloc[0]
+    assert stored["stopped"].isna().all()                       # fixed repeats: no cell stopped early
+    why = ["" if b else "at its maximum" for b in analysis.verdicts["verdict"] == "baseline"]
+    auto = dataclasses.replace(analysis, verdicts=analysis.verdicts.assign(**{STOPPED: why}))
+    assert [d["stopped"] for d in decisions_of(auto).values()] == why
 
 
 def test_sparkline_is_drawn_from_zero_with_alerted_nights_red():

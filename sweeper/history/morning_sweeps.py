@@ -32,14 +32,19 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def decisions_table(rows: pd.DataFrame) -> Table:
-    """One row per cell: its decision, the ratio to its baseline with its interval, p (Holm), repeats."""
+    """One row per cell: its decision, the ratio to its baseline with its interval, p (Holm), its
+    repeats and, for a run of repeats=auto, why it got no more (decided, dropped from the race,
+    at its maximum, budget)."""
     split = rows["stratum"].fillna("").astype(bool).any()
+    sequential = rows["stopped"].notna().any()
     metric = str(rows["metric"].iloc[0])
     way = "higher" if metric in HIGHER_IS_BETTER else "lower"
     header = [*(["stratum"] if split else []), "cell", "decision",
-              f"{METRIC_LABEL.get(metric, metric)} / baseline ({way} is faster)", "95% CI", "p (Holm)", "repeats"]
+              f"{METRIC_LABEL.get(metric, metric)} / baseline ({way} is faster)", "95% CI", "p (Holm)", "repeats",
+              *(["stopped"] if sequential else [])]
     body = [[*([r.stratum or "-"] if split else []), r.cell, r.verdict or "-", num(r.verdict_ratio, 1.0, 3),
-             interval(r.verdict_ratio_low, r.verdict_ratio_high, 1.0, 3), pvalue(r.verdict_p), str(int(r.repeats))]
+             interval(r.verdict_ratio_low, r.verdict_ratio_high, 1.0, 3), pvalue(r.verdict_p), str(int(r.repeats)),
+             *([r.stopped or "-"] if sequential else [])]
             for r in ordered(rows).itertuples()]
     return header, body
 

@@ -26,7 +26,7 @@ PARTITIONS = pa.schema([("machine", pa.string()), ("sweep", pa.string())])
 
 _TEXT = ("host", "gpu_name", "gpu_uuids", "driver", "run_id", "run_dir", "date", "tool_version", "metric",
          "fingerprint", "settings", "cell_id", "cell", "swept", "status",
-         "stratum", "verdict", "recommendation")          # the run's decisions (store.decisions_of)
+         "stratum", "verdict", "stopped", "recommendation")   # the run's decisions (store.decisions_of)
 _FLOAT = ("started_at", "appended_at", "items_per_s", "p50", "p95", "items_per_s_low", "items_per_s_high",
           "p50_low", "p50_high", "p95_low", "p95_high", "verdict_ratio", "verdict_ratio_low", "verdict_ratio_high",
           "verdict_p")

@@ -148,14 +148,17 @@ DECISION_COLUMNS = {"verdict_ratio": "{m}_ratio", "verdict_ratio_low": "{m}_rati
 
 def decisions_of(analysis) -> Dict[str, Dict[str, Any]]:
     """cell_id -> its stratum and its decision on the run's metric, as the Analysis' verdict
-    table holds them: the verdict, the ratio to its baseline with its 95% interval, adjusted p."""
+    table holds them: the verdict, the ratio to its baseline with its 95% interval, adjusted p,
+    and why it got no more repeats (repeats=auto; None for a run of fixed repeats)."""
+    from sweeper.analysis.model import STOPPED, STRATUM
+
     if analysis.verdicts.empty:
         return {}
     out = {}
     for row in analysis.verdicts.to_dict("records"):
         figures = {name: _number(row.get(column.format(m=analysis.metric))) for name, column in DECISION_COLUMNS.items()}
-        out[str(row["cell_id"])] = {"verdict": str(row.get("verdict") or ""), "stratum": str(row.get("stratum") or ""),
-                                    **figures}
+        out[str(row["cell_id"])] = {"verdict": str(row.get("verdict") or ""), "stratum": str(row.get(STRATUM) or ""),
+                                    "stopped": row.get(STOPPED), **figures}
     return out
 
 
