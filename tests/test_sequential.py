@@ -171,3 +171,66 @@ def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| rule")]
     assert [r.split("|")[1].strip() for r in rows] == list(sequential_sim.RULES)
     assert "| repeats=5 |" in text and "35.0 [35.0, 35.0]" in text      # 5 cells x 5 + the baseline's 10
+
+
+# -- the sweep's rounds, the progress bar, the views ----------------------------------------------
+def _first_round(tmp_path):
+    """A first round of repeats=auto (2 repeats, the baseline 4) of a clear slowdown, a twin and a
+    cell 6% slower in noisy steps, and the plan's trials for the same cells."""
+    from sweeper.plan import Trial
+    from sweeper.schema import RootConfig, TrialConfig
+
+    cells = [("base", {"data.num_workers": 0}, steady(0.010, 0.002)), ("slow", {"data.num_workers": 1},
+             steady(0.013, 0.002)), ("near", {"data.num_workers": 2}, steady(0.0106, 0.08))]
+    records = write_run(tmp_path / "run", cells, repeats=2)
+    trials = [Trial(i, f"{c}-0", [], swept, TrialConfig(), cell_id=c, is_baseline=c == "base", workload="dataloader")
+              for i, (c, swept, _) in enumerate(cells)]
+    return RootConfig(repeats="auto"), trials, records
+
+
+def test_after_a_round_only_the_open_cells_get_another_repeat(tmp_path):
+    from sweeper.rounds import Rounds
+
+    root, trials, records = _first_round(tmp_path)
+    rounds = Rounds(root, trials)
+    more, left = rounds.next_round(records)
+    decided = rounds.last["base"].decisions
+    assert decided["slow"].verdict == SLOWER and not decided["slow"].is_open
+    assert [t.trial_id for t in more] == ["near-2"] and decided["near"].is_open
+    assert left == (6 - 3) + (6 - 4)            # near to its maximum, the baseline to sqrt(1) x 6
+    assert rounds.line().startswith("repeats=auto: ") and "1 slower" in rounds.line()
+
+
+def test_the_progress_bars_total_follows_the_trials_still_possible():
+    import io
+
+    from sweeper.progress import Progress
+
+    progress = Progress(8, stream=io.StringIO())
+    for _ in range(8):
+        progress.trial_done(lambda done, total, wall: f"[{done}/{total}]")
+    progress.expect(8 + 1 + 5)                  # a round of one trial, five more possible after it
+    assert progress.total == 14
+    progress.expect(3)                          # never below what ran
+    assert progress.total == 8
+
+
+def test_the_race_recommends_the_fastest_and_names_the_settings_tied_with_it(tmp_path):
+    from sweeper.analysis.recommend import format_recommendation
+    from sweeper.report import tables
+
+    run = tmp_path / "run"
+    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
+                              ("fast", {"data.num_workers": 1}, steady(0.008, 0.002)),
+                              ("twin", {"data.num_workers": 2}, steady(0.008, 0.002)),
+                              ("slow", {"data.num_workers": 4}, steady(0.013, 0.002))], repeats=3)
+    (run / "multirun.yaml").write_text("repeats: auto\n")
+    _, analysis = analyze_run(run, AnalysisConfig(objective="fastest"), records=records, n_resamples=50)
+    rec = analysis.recommendation
+    assert {rec.cell, *rec.tied} == {"num_workers=1", "num_workers=2"}
+    assert rec.gain == pytest.approx(0.25, abs=0.03) and rec.gain_low < rec.gain < rec.gain_high
+    lines = format_recommendation(rec)
+    assert any(line.startswith("recommended (analysis.objective=fastest)") for line in lines)
+    header, rows = tables.verdicts(analysis)
+    assert "stopped" in header and {r[header.index("stopped")] for r in rows} >= {seq.DECIDED}
+    assert "repeats=auto" in tables.judged(analysis)

@@ -93,6 +93,7 @@ class Analysis:
     cost_column: Optional[str] = None    # usd_per_m_tokens / usd_per_m_samples, when priced
     fleet: pd.DataFrame = field(default_factory=pd.DataFrame)   # each device against its peers (fleet.py)
     pairs: Tuple[PairRatio, ...] = ()         # each microbenchmark's own comparison (pairs.py)
+    design: Any = None                   # repeats=auto: the sequential.Design its verdicts were decided with
 
     @property
     def metric(self) -> str:

@@ -33,6 +33,7 @@ from sweeper.schema import AnalysisConfig
 CONSTRAINTS = {"max_gpu_mem_gb": ("gpu_mem_gb", "GB"), "max_host_mem_gb": ("host_mem_gb", "GB"),
                "max_cpus": ("num_cpus", "CPUs")}
 PER_ITEM = "s_per_item"
+FASTEST = "fastest"
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Recommendation:
     loader: str = ""                   # the overlap projection of the chosen cell (overlap.loader_words)
     cost_unit: str = ""                # objective "cost": tokens or samples (per million)
     throughput_verdict: str = ""       # objective "cost": the chosen cell's throughput verdict
+    tied: List[str] = field(default_factory=list)   # objective "fastest": the cells tied with the fastest
 
 
 def _objective(analysis) -> str:
@@ -123,6 +125,8 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
         return None
     if cfg.objective == "cost":
         return _with_loader(recommend_cost(analysis, cfg), analysis)
+    if cfg.objective == FASTEST:
+        return _with_loader(recommend_fastest(analysis, cfg), analysis)
     objective = _objective(analysis)
     mask, applied, ignored = _allowed(cells, cfg, analysis.workload.memory)
     table = _with_gains(cells.set_index("cell_id").join(_comparisons(analysis, objective, cfg)),
@@ -201,6 +205,50 @@ def recommend_cost(analysis, cfg: AnalysisConfig) -> Recommendation:
         throughput_verdict=str(verdicts.loc[best["cell_id"], "throughput_verdict"]) if best["cell_id"] in verdicts.index else "")
 
 
+def recommend_fastest(analysis, cfg: AnalysisConfig) -> Recommendation:
+    """analysis.objective=fastest: the cell with the best mean (of logs) on analysis.metric among
+    those the race kept and the constraints allow, and every cell tied with it (not clearly
+    behind it, or within min_effect): sequential.fastest, the rule the race stops cells by."""
+    from sweeper.analysis import sequential
+
+    mask, applied, ignored = _allowed(analysis.cells, cfg, analysis.workload.memory)
+    empty = Recommendation(None, "", analysis.metric, math.nan, math.nan, math.nan, math.nan, "", False, applied,
+                           ignored, [str(c) for c in analysis.cells.loc[~mask, "cell"]],
+                           items_label=analysis.workload.items_label)
+    allowed = set(analysis.cells.loc[mask, "cell_id"])
+    column = COLUMN[analysis.metric]
+    values = {c: dict(enumerate(g[column].dropna())) for c, g in analysis.repeats.groupby("cell_id") if c in allowed}
+    if analysis.baseline_id not in values:
+        return empty
+    design = analysis.design or sequential.Design(cfg.alpha, cfg.min_effect,
+                                                  higher_is_better=analysis.metric in HIGHER_IS_BETTER)
+    found = sequential.fastest(values, analysis.baseline_id, _dropped(analysis), design)
+    if found is None:
+        return empty
+    labels = dict(zip(analysis.cells["cell_id"], analysis.cells["cell"]))
+    verdicts = analysis.verdicts.set_index("cell_id")
+    higher = analysis.metric in HIGHER_IS_BETTER
+    low, high = (found.low, found.high) if higher else (found.high, found.low)
+    return dataclasses.replace(
+        empty, cell_id=found.cell_id, cell=str(labels[found.cell_id]), value=_median_value(analysis, found.cell_id,
+                                                                                           analysis.metric),
+        gain=_gain(found.ratio, higher), gain_low=_gain(low, higher), gain_high=_gain(high, higher),
+        verdict=str(verdicts.loc[found.cell_id, "verdict"]), is_baseline=found.cell_id == analysis.baseline_id,
+        baseline_value=_median_value(analysis, analysis.baseline_id, analysis.metric), objective=FASTEST,
+        tied=[str(labels[c]) for c in found.tied])
+
+
+def _dropped(analysis) -> dict:
+    """The cells the race stopped (the verdicts' `stopped` column), as decisions fastest() reads."""
+    from sweeper.analysis import sequential
+    from sweeper.analysis.model import STOPPED
+
+    if STOPPED not in analysis.verdicts.columns:
+        return {}
+    gone = analysis.verdicts.loc[analysis.verdicts[STOPPED] == sequential.DROPPED, "cell_id"]
+    return {c: sequential.Decision(c, reason=sequential.DROPPED) for c in gone}
+
+
 def _median_value(analysis, cell_id: str, objective: str) -> float:
     """The cell table's median (cells.py); time per item: the median of each repeat's."""
     if objective != PER_ITEM:
@@ -247,6 +295,8 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
         return lines + ["no cell satisfies the constraints"]
     if rec.objective == "cost":
         return lines + _cost_lines(rec)
+    if rec.objective == FASTEST:
+        return lines + _fastest_lines(rec)
     judged = f"judged on {_words(rec)}"
     if rec.is_baseline:
         lines.append(f"recommended: keep the baseline {rec.cell}: no configuration is detectably faster ({judged})")
@@ -256,6 +306,16 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
     if rec.runner_up:
         lines.append(rec.runner_up)
     return lines + ([rec.loader] if rec.loader else [])
+
+
+def _fastest_lines(rec: Recommendation) -> List[str]:
+    """analysis.objective=fastest: the fastest setting, its gain on the baseline, the settings tied with it."""
+    which = f"the baseline {rec.cell}" if rec.is_baseline else rec.cell
+    gain = "" if rec.is_baseline else (f": {pct(rec.gain)} faster than the baseline, interval "
+                                       f"{_interval(rec.gain_low, rec.gain_high)} ({rec.verdict})")
+    tied = f"tied with it (not clearly slower, or within the minimum effect): {', '.join(rec.tied)}" if rec.tied \
+        else "no other setting is tied with it"
+    return [f"recommended (analysis.objective=fastest): {which}{gain}", tied] + ([rec.loader] if rec.loader else [])
 
 
 def _cost_lines(rec: Recommendation) -> List[str]:

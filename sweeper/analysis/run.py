@@ -23,7 +23,7 @@ from sweeper.analysis import baselines, findings, verdicts
 from sweeper.analysis.cells import cell_table, memory_column
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.load import load_run, normalise, run_workloads, swept_axes, workload_view
-from sweeper.analysis.model import METRICS, VERDICT_COLUMNS, Analysis, RunData, Stratum, WorkloadView
+from sweeper.analysis.model import METRICS, STOPPED, VERDICT_COLUMNS, Analysis, RunData, Stratum, WorkloadView
 from sweeper.analysis.pairs import pair_ratios
 from sweeper.analysis.recommend import recommend
 from sweeper.analysis.repeats import repeat_table
@@ -65,7 +65,8 @@ def analyze(summary: pd.DataFrame, steps: pd.DataFrame, cfg: Optional[AnalysisCo
     labels = dict(zip(found.cells["cell_id"], found.cells["cell"])) if not cells.empty else {}
     draft = Analysis(cfg, tuple(axes), names, view, repeats, found.cells, table, strata,
                      tuple(notes + findings.fleet_notes(fleet)) + found.notes, tuple(keys), found.pitfalls,
-                     found.extra, found.cost_column, fleet, tuple(pair_ratios(records, labels)))
+                     found.extra, found.cost_column, fleet, tuple(pair_ratios(records, labels)),
+                     verdicts.sequential_design(strata, cfg, sequential))
     return dataclasses.replace(draft, strata=tuple(_recommended(draft, s, cfg) for s in strata))
 
 
@@ -146,7 +147,7 @@ def run_analysis_config(run: Path) -> AnalysisConfig:
 
 
 def _verdict_columns() -> List[str]:
-    return [f"{m}_{n}" for m in METRICS for n in VERDICT_COLUMNS] + ["verdict"]
+    return [f"{m}_{n}" for m in METRICS for n in VERDICT_COLUMNS] + ["verdict", STOPPED]
 
 
 def cell_summary(analysis: Analysis) -> pd.DataFrame:

@@ -67,7 +67,7 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
     the sweep took (sequential.replay); `trial_repeats`: cell -> its trials' repeat numbers."""
     comparisons: Comparisons = {m: {} for m in METRICS}
     judged, stopped = [], {}
-    design = _design(strata, cfg, sequential)
+    design = sequential_design(strata, cfg, sequential)
     for s in strata:
         if s.baseline_id is not None:
             for m in METRICS:
@@ -81,7 +81,9 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
     return tuple(judged), comparisons, stopped
 
 
-def _design(strata: Sequence[Stratum], cfg: AnalysisConfig, sequential: Any) -> Optional[sequential_rule.Design]:
+def sequential_design(strata: Sequence[Stratum], cfg: AnalysisConfig,
+                      sequential: Any) -> Optional[sequential_rule.Design]:
+    """A repeats=auto run's Design (its first round computed for its largest stratum); None otherwise."""
     if sequential is None:
         return None
     family = max([len(s.cell_ids) - 1 for s in strata if s.baseline_id is not None] + [1])

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.model import HIGHER_IS_BETTER, METRICS, STRATUM, Analysis
+from sweeper.analysis.model import HIGHER_IS_BETTER, METRICS, STOPPED, STRATUM, Analysis
 from sweeper.analysis.pairs import pair_lines
 from sweeper.analysis.repeats import measured_steps
 from sweeper.analysis.text import interval, num, pvalue, rate_digits
@@ -115,8 +115,10 @@ def verdicts(analysis: Analysis) -> Table:
     m = analysis.metric
     others = [o for o in METRICS if o != m]
     main = figures(analysis, headline=False)
-    header = [*stratum_header(analysis), "cell", "repeats", *(f[1] for f in main), f"{m} ratio", "95% CI",
-              "p (Holm)", "Cliff's delta", "verdict", *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
+    auto = STOPPED in analysis.verdicts.columns       # repeats=auto: each cell's decision and why it stopped
+    header = [*stratum_header(analysis), "cell", "repeats", *(f[1] for f in main), f"{m} ratio",
+              "interval" if auto else "95% CI", "p (Holm)", "Cliff's delta", "verdict", *(["stopped"] if auto else []),
+              *(h for o in others for h in (f"{o} ratio", f"{o} verdict"))]
     cells = cell_rows(analysis)
     rows = []
     judged = {c for s in analysis.judged_strata() for c in s.cell_ids}
@@ -127,7 +129,7 @@ def verdicts(analysis: Analysis) -> Table:
         rows.append([*(str(row[STRATUM]) for _ in stratum_header(analysis)), row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
                      num(v.get(f"{m}_ratio"), 1.0, 3), interval(v.get(f"{m}_ratio_low"), v.get(f"{m}_ratio_high"), 1.0, 3),
                      pvalue(v.get(f"{m}_p_adj")), num(v.get(f"{m}_delta"), 1.0, 2), v[f"{m}_verdict"],
-                     *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
+                     *([v.get(STOPPED) or ""] if auto else []), *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
     return header, rows
 
 
@@ -156,9 +158,24 @@ def judged(analysis: Analysis) -> str:
     """What the verdicts judged, in words."""
     cfg = analysis.config
     what = METRIC_WORDS[analysis.metric].format(label=analysis.workload.items_label)
+    if analysis.design is not None:
+        return sequential_words(analysis.design, what)
     return (f"judged on: {what}; a verdict needs p < {cfg.alpha:g} after Holm and a change of at least "
             f"{cfg.min_effect * 100:g}% (smaller significant changes read \"within {cfg.min_effect * 100:g}%\"); "
             f"ratio = cell / baseline; Cliff's delta > 0: the cell tends to be faster")
+
+
+def sequential_words(design: Any, what: str) -> str:
+    """How a repeats=auto run's verdicts were decided, in words (docs/analysis.md#repeats-auto)."""
+    race = "; analysis.objective=fastest: a cell clearly behind the leader is dropped from the race" \
+        if design.race else ""
+    return (f"judged on: {what}; repeats=auto: after each round, a t-test on the log of each repeat's value, "
+            f"{design.spending} spending of alpha {design.alpha:g} over the looks and Holm at each look; a cell "
+            f"stops once decided (faster or slower: significant and past {design.min_effect * 100:g}%; within "
+            f"{design.min_effect * 100:g}%: its interval inside, or significant but smaller; no detectable change: "
+            f"under {design.futility * 100:g}% conditional power left), at its maximum ({design.max_repeats} "
+            f"repeats), or at the budget{race}; the interval is the look's (1 - 2 alpha) repeated interval; "
+            f"ratio = cell / baseline (geometric means)")
 
 
 def run_facts(records: Sequence[Dict[str, Any]], analysis: Analysis) -> List[str]:
