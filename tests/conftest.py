@@ -106,3 +106,47 @@ def pytest_runtest_call(item):
         pytest.fail(f"starts a process ({', '.join(sorted(set(_SPAWNS['seen'])))}) but is not marked "
                     f"@pytest.mark.slow", pytrace=False)
     return result
+
+
+# -- the order files are handed to pytest-xdist's workers ------------------------------------
+# With `-n 2 --dist loadfile`, each file runs whole on one worker, and xdist by default hands out
+# the files with the most tests first. The costly files are those with a few slow tests (a sweep
+# each), so they came last and one worker ran them alone at the end. Longest first instead (LPT
+# scheduling), by each file's seconds in tests/durations.json (written by a run with
+# SWEEPER_STORE_DURATIONS=1); a file not listed there is estimated from its markers.
+DURATIONS = Path(__file__).with_name("durations.json")
+SLOW_TEST_COST, FAST_TEST_COST = 5.0, 0.25
+_measured: dict = {}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False      # keep the order set below
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    import json
+
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    estimate = {}
+    for item in items:
+        cost = SLOW_TEST_COST if item.get_closest_marker("slow") is not None else FAST_TEST_COST
+        estimate[_file_of(item.nodeid)] = estimate.get(_file_of(item.nodeid), 0.0) + cost
+    items.sort(key=lambda item: -known.get(_file_of(item.nodeid), estimate[_file_of(item.nodeid)]))
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("SWEEPER_STORE_DURATIONS") == "1":
+        _measured[_file_of(report.nodeid)] = _measured.get(_file_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if os.environ.get("SWEEPER_STORE_DURATIONS") == "1" and not hasattr(session.config, "workerinput") and _measured:
+        import json
+
+        ordered = dict(sorted(((f, round(s, 1)) for f, s in _measured.items()), key=lambda kv: -kv[1]))
+        DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
