@@ -41,7 +41,9 @@ STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then
 
 # Imported once here so each trial's fork starts warm; none of them may initialise CUDA.
 PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "sweeper.trial", "sweeper.fingerprint",
-           "sweeper.measure.build")     # the core's own; each workload's spec adds its modules (argv)
+           "sweeper.measure.build",     # the core's own; each workload's spec adds its modules (argv)
+           # what writing steps.parquet imports on first use: else every child imports them again
+           "pyarrow.pandas_compat", "pandas.core.arrays.arrow.extension_types", "pyarrow.vendored.version")
 
 
 def socket_address(path: str) -> str:

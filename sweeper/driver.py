@@ -99,6 +99,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
+        warm_imports()
         shape = executor.start()
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
@@ -115,6 +116,16 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         shutil.rmtree(scratch, ignore_errors=True)
         drop_new_run(created)
     return max(code, ended(sweep, root, run))
+
+
+def warm_imports() -> None:
+    """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis), imported
+    while Ray starts in the background: off the way from the first trial to the table."""
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import sweeper.analysis.run  # noqa: F401
+    import sweeper.publishers  # noqa: F401
 
 
 def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:

@@ -54,12 +54,19 @@ class NodeZygote:
     def preload(self, modules: Sequence[str]) -> None:
         from sweeper.isolation import preload_more
 
-        preload_more(self.socket_path, modules)
+        try:
+            preload_more(self.socket_path, modules)
+        except OSError:              # not listening (yet): each trial then imports them itself
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL: it holds nothing to save; its keepers end their trials (PDEATHSIG)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()           # it holds nothing to save; its keepers end their trials (PDEATHSIG)
-            self.proc.wait(timeout=10)
+        self.kill()
+        self.proc.wait(timeout=10)
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -221,6 +228,8 @@ class RayExecutor(Executor):
         try:
             if self.starter is not None:
                 self.starter.finished()
+            if self.zygote is not None:
+                self.zygote.kill()                       # it exits while Ray is ended
             if self.started_ray:
                 _end_local_ray()
         finally:
