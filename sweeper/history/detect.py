@@ -13,7 +13,9 @@ Per (machine, sweep, cell) and per metric (throughput, p95), nights in time orde
   false-alarm controls. Series go in as "lower is better": seconds per item (1 / items/s), p95.
 - **Against the last good night**: the night's per-repeat values against those of the latest
   earlier night that raised no alert, with the analysis' exact Mann-Whitney test
-  (`sweeper.analysis.stats.compare_cells`: alpha and minimum effect from `analysis.*`).
+  (`sweeper.analysis.stats.compare_cells`: alpha and minimum effect from `analysis.*`); where
+  the two nights' repeats are too few for it to ever reach alpha (repeats=auto stops a decided
+  cell at 2 or 3), Welch's t-test on the log values instead (`night_test`).
 - **Alert** when the night's figure passes the baseline's by `history.alert_ratio` (1.15:
   items/s below baseline / 1.15, or p95 above baseline x 1.15) AND there is evidence: the test
   says slower, or asv puts a change point between the last good night and this one (a level
@@ -26,6 +28,7 @@ value); nothing here recomputes a throughput.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence, Set
@@ -161,11 +164,42 @@ def _since(i: int, steps: Dict[int, int], run_ids: List[str]) -> str:
     return run_ids[max(starts)] if starts else ""
 
 
+def night_test(base: Sequence[float], night: Sequence[float], settings: Settings, higher: bool) -> stats.Comparison:
+    """The night's repeats against the last good night's: the analysis' exact Mann-Whitney test,
+    or, where these repeat counts cannot reach alpha with it, Welch's t-test on the log values.
+    repeats=auto stops a decided cell early, often at 2 or 3 repeats, and 2 against 2 gives a
+    Mann-Whitney p of 0.33 at best: no regression could ever be significant."""
+    comparison = stats.compare_cells(list(base), list(night), settings.alpha, settings.min_effect,
+                                     higher_is_better=higher, n_resamples=_RESAMPLES)   # its interval is not used
+    if comparison.verdict != stats.TOO_FEW:
+        return comparison
+    p = welch_log_p(base, night)
+    return dataclasses.replace(comparison, p_value=p, p_adjusted=p, verdict=_t_verdict(comparison.ratio, p, settings,
+                                                                                          higher))
+
+
+def welch_log_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Welch t-test p over log values (positive, finite ones); NaN under 2 values a side."""
+    from scipy.stats import ttest_ind
+
+    la, lb = (np.log([v for v in x if v > 0 and math.isfinite(v)]) for x in (a, b))
+    if min(la.size, lb.size) < 2 or (np.ptp(la) == 0 and np.ptp(lb) == 0):
+        return math.nan
+    return float(ttest_ind(la, lb, equal_var=False).pvalue)
+
+
+def _t_verdict(ratio: float, p: float, settings: Settings, higher: bool) -> str:
+    """stats.decide's rule for one test: significant and beyond the minimum effect either way."""
+    if not p < settings.alpha or not (ratio > 0 and math.isfinite(ratio)):
+        return stats.NO_CHANGE
+    if max(ratio, 1 / ratio) < 1 + settings.min_effect:
+        return stats.within(settings.min_effect)
+    return stats.FASTER if (ratio > 1) == higher else stats.SLOWER
+
+
 def _against(base: pd.Series, night: Dict, metric: str, settings: Settings, stepped: bool) -> Dict:
     column, repeats_column, higher = METRICS[metric]
-    comparison = stats.compare_cells(list(base[repeats_column]), list(night[repeats_column]), settings.alpha,
-                                     settings.min_effect, higher_is_better=higher,
-                                     n_resamples=_RESAMPLES)   # the ratio's interval is not used here
+    comparison = night_test(base[repeats_column], night[repeats_column], settings, higher)
     ratio = _ratio(float(night[column]), float(base[column]), higher)
     passed = math.isfinite(ratio) and ratio >= settings.alert_ratio
     evidence = " + ".join(e for e, found in (("significant", comparison.verdict == stats.SLOWER),
