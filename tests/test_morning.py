@@ -67,7 +67,9 @@ def test_each_sweep_shows_its_decisions_baseline_first_and_its_recommendation(pa
                     ["workers=2", NO_CHANGE, "1.030", "[1.009, 1.051]", "decided"]]
     assert f"<p>1 {FASTER}, 1 {within(0.05)}, 1 {NO_CHANGE}</p>" in nightly
     assert f'<td class="within">{within(0.05)}</td>' in nightly
+    assert "<th>interval</th>" in nightly and "<th>stopped</th>" in nightly      # repeats=auto's repeated interval
     assert [r[1] for r in table_rows(fresh)] == ["baseline", SLOWER] and "<th>stopped</th>" not in fresh   # fixed repeats
+    assert "<th>95% CI</th>" in fresh
     assert f'<li class="pick">{nights.FRESH_REC}</li>' in fresh and "constraints: none" not in sweeps
 
 

@@ -32,7 +32,8 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def decisions_table(rows: pd.DataFrame) -> Table:
-    """One row per cell: its decision, the ratio to its baseline with its interval, p (Holm), its
+    """One row per cell: its decision, the ratio to its baseline with its interval (95%, or the
+    sequential rule's repeated interval, as the run's verdict table has it), p (Holm), its
     repeats and, for a run of repeats=auto, why it got no more (decided, dropped from the race,
     at its maximum, budget)."""
     split = rows["stratum"].fillna("").astype(bool).any()
@@ -40,7 +41,8 @@ def decisions_table(rows: pd.DataFrame) -> Table:
     metric = str(rows["metric"].iloc[0])
     way = "higher" if metric in HIGHER_IS_BETTER else "lower"
     header = [*(["stratum"] if split else []), "cell", "decision",
-              f"{METRIC_LABEL.get(metric, metric)} / baseline ({way} is faster)", "95% CI", "p (Holm)", "repeats",
+              f"{METRIC_LABEL.get(metric, metric)} / baseline ({way} is faster)",
+              "interval" if sequential else "95% CI", "p (Holm)", "repeats",
               *(["stopped"] if sequential else [])]
     body = [[*([r.stratum or "-"] if split else []), r.cell, r.verdict or "-", num(r.verdict_ratio, 1.0, 3),
              interval(r.verdict_ratio_low, r.verdict_ratio_high, 1.0, 3), pvalue(r.verdict_p), str(int(r.repeats)),

@@ -148,7 +148,8 @@ DECISION_COLUMNS = {"verdict_ratio": "{m}_ratio", "verdict_ratio_low": "{m}_rati
 
 def decisions_of(analysis) -> Dict[str, Dict[str, Any]]:
     """cell_id -> its stratum and its decision on the run's metric, as the Analysis' verdict
-    table holds them: the verdict, the ratio to its baseline with its 95% interval, adjusted p,
+    table holds them: the verdict, the ratio to its baseline with its interval (95%; repeats=auto:
+    the sequential rule's repeated interval), adjusted p,
     and why it got no more repeats (repeats=auto; None for a run of fixed repeats)."""
     from sweeper.analysis.model import STOPPED, STRATUM
 
