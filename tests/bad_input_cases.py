@@ -347,9 +347,9 @@ SLOW_CASES = [
     Case("secret-in-url-userinfo", "4a", ("executor=local",) + SMALL +
          ("data.url='pipe:curl -s https://user:PASSW0RD@host/x.tar'",), FAILED, lines=0, secret="PASSW0RD", slow=True),
     Case("wandb-offline-default", "4, 13", (QUICK, "wandb.enabled=true"), OK, lines=0, slow=True),
-    Case("wandb-online-unreachable", "13", (QUICK, "repeats=2", "wandb.enabled=true", "wandb.mode=online"), OK,
+    Case("wandb-online-unreachable", "13", (QUICK, "executor=local", "repeats=2", "wandb.enabled=true", "wandb.mode=online"), OK,
          "wandb", slow=True, env=(("WANDB_BASE_URL", "http://127.0.0.1:9"), ("WANDB_API_KEY", "x" * 40),
-                                  ("WANDB_MODE", "online")), check=kept_offline),
+                                  ("WANDB_MODE", "online"), ("WANDB_INIT_TIMEOUT", "3")), check=kept_offline),
     Case("daemon-of-a-local-trial", "11c", ("workload.target=daemon_mod:run", "+workload.params.pid_file={R}/daemon.pid"),
          OK, lines=0, setup=with_module("daemon_mod", files.DAEMON), slow=True),
 ]

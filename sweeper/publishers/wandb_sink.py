@@ -35,8 +35,16 @@ _state: Dict[str, Any] = {"wandb": None, "warned": False, "offline": False, "own
 # finds them, unless the user chose a place.
 _OWN_DIRS = (("WANDB_CACHE_DIR", "cache"), ("WANDB_DATA_DIR", "data"))
 # The first online init gives up after this long (W&B's own default is 90 s, paid again by every
-# trial when the server cannot be reached); then the rest of the sweep runs offline.
+# trial when the server cannot be reached); then the rest of the sweep runs offline. W&B's own
+# WANDB_INIT_TIMEOUT, where the user set it, is kept.
 ONLINE_INIT_TIMEOUT_S = 15.0
+
+
+def online_init_timeout_s() -> float:
+    try:
+        return float(os.environ["WANDB_INIT_TIMEOUT"])
+    except (KeyError, ValueError):
+        return ONLINE_INIT_TIMEOUT_S
 # Per-step columns worth a W&B chart: times, items, memory, utilisation.
 _STEP_PREFIXES = ("step_s", "host_step_s", "phase_", "items", "mem_", "gpu_", "util_")
 SUMMARY_NAME = "summary"          # the summary run's id is run_id_for(sweep, run id, SUMMARY_NAME)
@@ -92,7 +100,7 @@ def _keep_own_files_in(folder: Path) -> None:
 
 
 def _start(wandb, directory: Path, cfg: Dict[str, Any], mode: str, **kwargs):
-    timeout = {"init_timeout": ONLINE_INIT_TIMEOUT_S} if mode == "online" else {}
+    timeout = {"init_timeout": online_init_timeout_s()} if mode == "online" else {}
     return wandb.init(project=cfg["project"], entity=cfg["entity"], dir=str(directory), mode=mode,
                       reinit="finish_previous", settings=_quiet_settings(wandb, **timeout), **kwargs)
 
@@ -301,7 +309,7 @@ def alert(end) -> Optional[str]:
         return "W&B alert skipped: wandb is not installed"
     with wandb.init(project=cfg["project"], entity=cfg["entity"], job_type="history-alert",
                     dir=str(cfg.get("dir") or "."), reinit="create_new",
-                    settings=_quiet_settings(wandb, init_timeout=ONLINE_INIT_TIMEOUT_S)) as run:
+                    settings=_quiet_settings(wandb, init_timeout=online_init_timeout_s())) as run:
         run.alert(title=f"sweeper: {len(found)} regression(s)", text="\n".join(a.line() for a in found),
                   level=wandb.AlertLevel.WARN)
     return None
