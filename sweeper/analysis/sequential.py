@@ -4,7 +4,7 @@ A round gives every open cell one more repeat and its baseline two. After each r
 open cell is looked at, and a look decides it: faster or slower (significant at the look's
 nominal level and past analysis.min_effect), within the minimum effect (its repeated
 confidence interval inside +-min_effect, or significant but smaller), no detectable change (it can no longer reach a
-decision: conditional power under its estimate below `futility`), or still open. A cell is
+decision: predictive power below `futility`), or still open. A cell is
 closed once decided, at its maximum, or when the sweep's budget ends. docs/analysis.md
 gives the method and its assumptions:
 
@@ -131,17 +131,15 @@ def _direction(ratio: float, design: Design) -> str:
 
 
 def _futile(c: Contrast, round_: int, design: Design, final_level: float, width_level: float) -> bool:
-    """Whether the cell can no longer be decided by its maximum: its conditional power (Lan,
-    Simon and Halperin's B-value, under its current estimate) to end significant is below
-    design.futility, and the interval at its maximum, projected, would still be wider than
-    the minimum effect on either side of its estimate."""
+    """Whether the cell can no longer be decided by its maximum: its predictive power (the
+    chance to end significant, averaged over what its data say the effect may be: Spiegelhalter,
+    Freedman and Blackburn 1986, on the B-value of Lan and Wittes) is below design.futility,
+    and the interval at its maximum, projected, could not fit inside +-min_effect."""
     t = round_ / design.max_repeats
     if t >= 1 or not (c.se > 0):
         return False
-    z = c.d / c.se
-    b, drift = z * math.sqrt(t), z / math.sqrt(t)
-    bound, spread = sps.norm.isf(final_level / 2), math.sqrt(1 - t)
-    mean = b + drift * (1 - t)
+    b = c.d / c.se * math.sqrt(t)
+    bound, mean, spread = sps.norm.isf(final_level / 2), b / t, math.sqrt((1 - t) / t)
     power = sps.norm.sf((bound - mean) / spread) + sps.norm.cdf((-bound - mean) / spread)
     half = sps.norm.isf(width_level / 2) * c.se * math.sqrt(t)
     return power < design.futility and abs(c.d) + half >= math.log1p(design.min_effect)

@@ -173,7 +173,7 @@ def sequential_words(design: Any, what: str) -> str:
             f"{design.spending} spending of alpha {design.alpha:g} over the looks and Holm at each look; a cell "
             f"stops once decided (faster or slower: significant and past {design.min_effect * 100:g}%; within "
             f"{design.min_effect * 100:g}%: its interval inside, or significant but smaller; no detectable change: "
-            f"under {design.futility * 100:g}% conditional power left), at its maximum ({design.max_repeats} "
+            f"under {design.futility * 100:g}% predictive power left), at its maximum ({design.max_repeats} "
             f"repeats), or at the budget{race}; the interval is the look's (1 - 2 alpha) repeated interval; "
             f"ratio = cell / baseline (geometric means)")
 

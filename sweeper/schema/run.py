@@ -20,7 +20,7 @@ class SequentialConfig:
     spending: str = "obrien_fleming"     # how alpha is spent over the looks: obrien_fleming (most of it
                                          # kept for the last look: power) or pocock (more early stops)
     futility: float = 0.35               # an undecided cell stops as "no detectable change" once its
-                                         # conditional power to end significant is below this
+                                         # predictive power to end significant is below this
 
     def check(self) -> None:
         _require(isinstance(self.max_repeats, int) and self.max_repeats >= 2, "sequential.max_repeats",
