@@ -99,6 +99,17 @@ class Rounds:
         self.rng.shuffle(more)
         return more, max(left, 0)
 
+    def most_after_first(self) -> int:
+        """The most trials the rounds after the first may take: every cell open to its maximum
+        (what the progress bar counts before the first look)."""
+        first = self.design.first
+        left = 0
+        for s in self.strata:
+            cells = [c for c in s.cells if c != s.baseline]
+            opened = seq.Replayed({c: seq.Decision(c) for c in cells}, 2 * first, 2 * first)
+            left += seq.trials_left(opened, {c: first for c in cells}, 2 * first, self.design)
+        return left
+
     def line(self) -> Optional[str]:
         """One line on the decisions so far: how many cells are decided, open, dropped."""
         decisions = [d for r in self.last.values() for d in r.decisions.values()]

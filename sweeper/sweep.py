@@ -123,6 +123,7 @@ class Sweep:
             from sweeper.rounds import Rounds
 
             self.rounds = Rounds(self.root, trials)
+            self.progress.expect(self.total + self.rounds.most_after_first())   # the ETA of every round possible
         self.queue.extend(in_groups([t for t in trials if t.trial_id not in done]))
         try:
             with stop_signals(self._interrupt):

@@ -193,6 +193,7 @@ def test_after_a_round_only_the_open_cells_get_another_repeat(tmp_path):
 
     root, trials, records = _first_round(tmp_path)
     rounds = Rounds(root, trials)
+    assert rounds.most_after_first() == 2 * (6 - 2) + (9 - 4)     # the baseline to sqrt(2) x 6, rounded up
     more, left = rounds.next_round(records)
     decided = rounds.last["base"].decisions
     assert decided["slow"].verdict == SLOWER and not decided["slow"].is_open
