@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analysis.model import STOPPED
+from sweeper.analysis.model import ALONE, STOPPED
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 from sweeper.history import detect, morning
 from sweeper.history.night import Night
@@ -108,6 +108,17 @@ def test_a_run_appended_before_the_store_kept_decisions_says_where_they_are(stor
     append_rows(old, rows.assign(verdict=None, verdict_ratio=None, recommendation=None))
     html = morning.render(read(old), Night(), detect.Settings())
     assert "no decisions in the history store for this run" in section(html, "Sweeps of the night")
+
+
+def test_cells_alone_in_their_stratum_are_one_line_not_a_table_of_dashes(store, tmp_path):
+    """A run of microbenchmarks: each cell the only one of its stratum, no verdict to show."""
+    path = tmp_path / "history"
+    rows = read(store).query("sweep == 'fresh'")
+    append_rows(path, rows.assign(verdict=ALONE, stratum=rows["cell"], recommendation=""))
+    run = section(morning.render(read(path), Night(), detect.Settings()), "Sweeps of the night")
+    assert "<table" not in run and "2 cell(s) alone in their stratum, nothing to compare them with" in run
+    assert run.rstrip().endswith("(their own comparisons are in its report.html): batch_size=16, batch_size=8</p>")
+    assert "<ul" not in run                                     # no recommendation: no empty list
 
 
 def test_the_store_keeps_the_analysis_decisions_and_recommendation(tmp_path):

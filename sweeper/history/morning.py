@@ -80,7 +80,7 @@ def _changes(frame: pd.DataFrame, tonight: pd.DataFrame) -> List[str]:
 CSS = """
 table.trends td { vertical-align: middle; } table.trends tr.alert td { background: #f9d9d9; }
 table.trends td:last-child, table.trends th:last-child { text-align: left; }
-svg.spark { display: block; } ul.rec li.pick { font-weight: 600; }
+svg.spark { display: block; } ul.rec li.pick { font-weight: 600; } table.decisions td { white-space: nowrap; }
 """
 
 

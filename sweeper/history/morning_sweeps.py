@@ -12,7 +12,7 @@ from typing import List
 
 import pandas as pd
 
-from sweeper.analysis.model import BASELINE, HIGHER_IS_BETTER
+from sweeper.analysis.model import ALONE, BASELINE, HIGHER_IS_BETTER
 from sweeper.analysis.text import interval, num, pvalue
 from sweeper.history.views import Table
 from sweeper.report.html import table
@@ -70,11 +70,21 @@ def run_section(rows: pd.DataFrame) -> List[str]:
     if rows["verdict"].isna().all():
         return parts + ['<p class="note">no decisions in the history store for this run (appended before the '
                         "store kept them): its report.html has them</p>"]
-    parts += ['<ul class="rec">'] + [f'<li class="{"pick" if "recommended" in line else ""}">{escape(line)}</li>'
-                                     for line in recommendation(rows)] + ["</ul>"]
-    parts.append(f"<p>{escape(counts_line(rows))}</p>")
-    tbl = decisions_table(rows)
-    return parts + table(tbl, [tbl[0].index("decision")])
+    lines = recommendation(rows)
+    parts += ['<ul class="rec">', *(f'<li class="{"pick" if "recommended" in line else ""}">{escape(line)}</li>'
+                                    for line in lines), "</ul>"] if lines else []
+    alone, judged = rows[rows["verdict"] == ALONE], rows[rows["verdict"] != ALONE]
+    if not judged.empty:
+        tbl = decisions_table(judged)
+        html = table(tbl, [tbl[0].index("decision")])
+        parts += [f"<p>{escape(counts_line(judged))}</p>", '<table class="decisions">', *html[1:]]
+    return parts + ([f"<p>{escape(alone_line(alone))}</p>"] if len(alone) else [])
+
+
+def alone_line(alone: pd.DataFrame) -> str:
+    """The cells with nothing to compare them with (each the only cell of its stratum), in one line."""
+    return (f"{len(alone)} cell(s) alone in their stratum, nothing to compare them with (their own "
+            f"comparisons are in its report.html): {', '.join(sorted(alone['cell']))}")
 
 
 def sweeps_section(tonight: pd.DataFrame) -> List[str]:
