@@ -95,8 +95,9 @@ def _facts(tonight: pd.DataFrame, settings: detect.Settings) -> List[str]:
     parts = ["<ul>"] + [f"<li>{escape(f'{r.sweep} {r.run_id} on {r.machine} ({r.date}): {r.cells} cell(s), {int(r.repeats)} repeats, {int(r.failed)} failed')}</li>"
                         for r in store.runs(tonight).itertuples()]
     return parts + [f"<li>alert when a cell is {settings.alert_ratio:g}x worse than its last good night "
-                    f"(items/s or p95) and either the Mann-Whitney test over its repeats says slower (alpha "
-                    f"{settings.alpha:g}) or asv's step_detect puts a change point since that night</li>", "</ul>"]
+                    f"(items/s or p95) and either the test over its repeats says slower (exact Mann-Whitney; Welch's "
+                    f"t on logs where the repeats are too few for it; alpha {settings.alpha:g}) or asv's "
+                    f"step_detect puts a change point since that night</li>", "</ul>"]
 
 
 def render(frame: pd.DataFrame, night: Night, settings: detect.Settings, notes: Sequence[str] = ()) -> str:
