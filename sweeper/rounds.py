@@ -15,8 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from sweeper.analysis import sequential as seq
 from sweeper.plan import Trial, next_repeat, strata_of
 from sweeper.schema import RootConfig
-
-STEPS_FILE = "steps.parquet"
+from sweeper.trial import STEPS_FILE
 
 
 @dataclass

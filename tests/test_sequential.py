@@ -235,3 +235,27 @@ def test_the_race_recommends_the_fastest_and_names_the_settings_tied_with_it(tmp
     header, rows = tables.verdicts(analysis)
     assert "stopped" in header and {r[header.index("stopped")] for r in rows} >= {seq.DECIDED}
     assert "repeats=auto" in tables.judged(analysis)
+
+
+def test_the_stopping_rule_reads_each_repeats_value_as_the_analysis_computes_it_from_its_steps(tmp_path):
+    import io
+
+    import pandas as pd
+
+    from sweeper.analysis.repeats import repeat_table
+    from sweeper.results import summary_frame
+    from sweeper.rounds import Rounds
+
+    root, trials, records = _first_round(tmp_path)
+    rounds = Rounds(root, trials)
+    record = records[0]
+    steps = pd.DataFrame({"step": range(6), "warmup": [True, False, False, False, False, False],
+                          "aborted": [False, False, False, False, True, False], "items": 32,
+                          "step_s": [9.0, 0.01, 0.01, 0.02, 5.0, 0.01]})
+    buffer = io.BytesIO()
+    steps.to_parquet(buffer)
+    rounds.keep_steps(record["trial_id"], {"steps.parquet": buffer.getvalue()})
+    value = rounds.values(records)[record["cell_id"]][record["repeat"]]
+    expected = repeat_table(summary_frame([record]), steps.assign(trial_id=record["trial_id"]))["items_per_s"].iloc[0]
+    assert value == pytest.approx(expected) == pytest.approx(4 * 32 / 0.05)    # neither warm-up nor aborted counts
+    assert value != pytest.approx(record["summary"]["items_per_s"])
