@@ -158,6 +158,16 @@ def plan(jobs: List[Job], root: RootConfig, shape: ClusterShape) -> List[Trial]:
     return spread_over_fleet(trials, shape)
 
 
+def auto_plan_line(root: RootConfig, trials: List[Trial]) -> str:
+    """What repeats=auto will do beyond the trials listed: its first round, then the rounds possible."""
+    from sweeper.rounds import Rounds
+
+    rounds = Rounds(root, trials)
+    return (f"repeats=auto: these are the first round ({rounds.design.first} repeat(s) a cell, the baseline twice "
+            f"as many); cells still undecided get more rounds, up to {rounds.design.max_repeats} repeats: at most "
+            f"{len(trials) + rounds.most_after_first()} trial(s) in all")
+
+
 def first_round(root: RootConfig, cells: List[Trial]) -> int:
     """repeats=auto: the first round's repeats per cell, for this plan's number of comparisons."""
     from sweeper.rounds import Rounds
@@ -167,6 +177,8 @@ def first_round(root: RootConfig, cells: List[Trial]) -> int:
 
 def print_plan(trials: List[Trial], root: RootConfig, run: Path) -> None:
     print(f"dry run: {len(trials)} trial(s) of sweep '{root.sweep.name}', nothing launched; results would go to {run}")
+    if root.repeats == AUTO:
+        print(auto_plan_line(root, trials))
     for t in trials:
         note = f"  INFEASIBLE: {t.infeasible}" if t.infeasible else ""
         base = "  (baseline)" if t.is_baseline else ""

@@ -251,7 +251,9 @@ def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     assert "14 trial(s) of sweep 'train_step'" in step
     assert "10 trial(s) of sweep 'playbook'" in playbook      # five workloads, each alone: no baseline doubled
     # trial lines name measurement settings only: the suite's run-control keys stay off them
-    assert "repeats=" not in done.stdout and not (tmp_path / "overnight.lock").exists()
+    trial_lines = [line for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert not any("repeats=" in line for line in trial_lines) and not (tmp_path / "overnight.lock").exists()
+    assert "repeats=auto: these are the first round" in done.stdout
 
 
 def test_fleet_keys_gpu_trials_by_uuid_and_puts_the_clocks_beside_the_slow_one():
