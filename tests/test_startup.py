@@ -231,11 +231,16 @@ def sweep_env(tmp_path, tmp, **extra):
 def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_path):
     tmp = short_tmp()
     try:
-        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
-                                cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True, timeout=300)
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                                 *TINY], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True,
+                                timeout=300)
         left = leftovers(tmp)                             # at once: nothing is waited for
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "[1/1] ok" in result.stdout and result.stderr == ""
+        stderr = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+        assert "[1/1] ok" in result.stdout and stderr == []
+        driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
+                           if line.startswith("import time:")}
+        assert {"ray", "pandas"} <= driver_imported and {"torch", "scipy"} & driver_imported == set()
         assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
         assert names(left) == []
     finally:

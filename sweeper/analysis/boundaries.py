@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Callable, Sequence, Tuple
 
 import numpy as np
-from scipy import optimize, stats
 
 SPENDING = ("pocock", "obrien_fleming")
 _GRID = np.linspace(-9.0, 9.0, 901)       # B-values, B(t) = Z(t) sqrt(t); var B(t) = t <= 1
@@ -32,6 +31,8 @@ def spent(t: float, alpha: float, kind: str = "pocock") -> float:
     if kind == "pocock":
         return alpha * math.log(1 + (math.e - 1) * t)
     if kind == "obrien_fleming":
+        from scipy import stats      # here, when used: importing scipy.stats costs seconds
+
         return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t)))
     raise ValueError(f"spending must be one of {SPENDING}, got {kind!r}")
 
@@ -48,6 +49,8 @@ def _boundary(density: np.ndarray, t: float, budget: float) -> float:
     total = _inside_mass(density, 10.0)
     if budget <= 0 or budget >= total:
         return math.inf if budget <= 0 else 0.0
+    from scipy import optimize
+
     return float(optimize.brentq(lambda z: total - _inside_mass(density, z * math.sqrt(t)) - budget, 0.0, 12.0,
                                  xtol=1e-6))
 
@@ -60,6 +63,8 @@ def _advance(density: np.ndarray, dt: float) -> np.ndarray:
 
 def boundaries(fractions: Sequence[float], alpha: float, kind: str = "pocock") -> Tuple[float, ...]:
     """The two-sided z boundary of each look at these increasing information fractions."""
+    from scipy import stats
+
     out, before, previous = [], 0.0, 0.0
     density = np.zeros_like(_GRID)
     for t in fractions:
@@ -76,6 +81,8 @@ def nominal_levels(first: int, last: int, alpha: float, kind: str = "pocock") ->
     """The nominal two-sided level of a test at each look n = first..last repeats, a look per
     round, information fraction n / last: what a look's p-value must be under to decide."""
     fractions = [n / last for n in range(first, last + 1)]
+    from scipy import stats
+
     return tuple(float(2 * stats.norm.sf(z)) for z in boundaries(fractions, alpha, kind))
 
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import stats as sps
 
 from sweeper.analysis import boundaries
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
@@ -81,12 +80,16 @@ class Contrast:
     def p(self) -> float:
         if not (self.se > 0 and self.df >= 1):
             return math.nan
+        from scipy import stats as sps      # here, when used: importing scipy.stats costs seconds
+
         return float(2 * sps.t.sf(abs(self.d / self.se), self.df))
 
     def interval(self, level: float) -> Tuple[float, float]:
         """The ratio interval at two-sided level `level` (exp of the log interval)."""
         if not (self.se > 0 and self.df >= 1 and level > 0):
             return (math.nan, math.nan) if not level > 0 else (0.0, math.inf)
+        from scipy import stats as sps
+
         half = float(sps.t.isf(level / 2, self.df)) * self.se
         return math.exp(self.d - half), math.exp(self.d + half)
 
@@ -138,6 +141,8 @@ def _futile(c: Contrast, round_: int, design: Design, final_level: float, width_
     t = round_ / design.max_repeats
     if t >= 1 or not (c.se > 0):
         return False
+    from scipy import stats as sps
+
     b = c.d / c.se * math.sqrt(t)
     bound, mean, spread = sps.norm.isf(final_level / 2), b / t, math.sqrt((1 - t) / t)
     power = sps.norm.sf((bound - mean) / spread) + sps.norm.cdf((-bound - mean) / spread)
