@@ -79,7 +79,8 @@ def _changes(frame: pd.DataFrame, tonight: pd.DataFrame) -> List[str]:
 
 CSS = """
 table.trends td { vertical-align: middle; } table.trends tr.alert td { background: #f9d9d9; }
-table.trends td:last-child, table.trends th:last-child { text-align: left; }
+table.trends td:last-child, table.trends th:last-child, table.trends td:nth-child(2),
+table.trends th:nth-child(2) { text-align: left; }
 svg.spark { display: block; } ul.rec li.pick { font-weight: 600; } table.decisions td { white-space: nowrap; }
 """
 
