@@ -74,9 +74,10 @@ class Rounds:
             out.setdefault(row["cell_id"], {})[int(row["repeat"])] = float(row[COLUMN[self.root.analysis.metric]])
         return out
 
-    def decide(self, records: Sequence[Dict[str, Any]]) -> Dict[str, seq.Replayed]:
+    def decide(self, records: Sequence[Dict[str, Any]],
+               values: Optional[Dict[str, Dict[int, float]]] = None) -> Dict[str, seq.Replayed]:
         """Each stratum's decisions so far (keyed by its baseline)."""
-        values, repeats = self.values(records), _repeats(records)
+        values, repeats = values if values is not None else self.values(records), _repeats(records)
         self.last = {s.baseline: seq.replay({c: values.get(c, {}) for c in s.cells},
                                             {c: seq.rounds_of(repeats.get(c, [])) for c in s.cells if c != s.baseline},
                                             s.baseline, self.design) for s in self.strata}
@@ -85,11 +86,13 @@ class Rounds:
     def next_round(self, records: Sequence[Dict[str, Any]]) -> Tuple[List[Trial], int]:
         """(the next round's trials in a shuffled order, the most trials still possible after it)."""
         repeats, more, left = _repeats(records), [], 0
-        decided = self.decide(records)
+        values = self.values(records)
+        decided = self.decide(records, values)
         for s in self.strata:
             replayed = decided[s.baseline]
             rounds = {c: seq.rounds_of(repeats.get(c, [])) for c in s.cells if c != s.baseline}
-            wanted = seq.wanting(replayed.decisions, rounds, self.design)
+            wanted = [c for c in seq.wanting(replayed.decisions, rounds, self.design)
+                      if not seq.last_failed(values.get(c, {}), repeats.get(c, []))]     # its row says why
             have = len(repeats.get(s.baseline, []))
             base = max(replayed.base_wanted - have, 0) if wanted else 0
             more += [next_repeat(self.templates[c], rounds[c]) for c in wanted]

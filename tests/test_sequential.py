@@ -174,15 +174,15 @@ def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():
 
 
 # -- the sweep's rounds, the progress bar, the views ----------------------------------------------
-def _first_round(tmp_path):
-    """A first round of repeats=auto (2 repeats, the baseline 4) of a clear slowdown, a twin and a
-    cell 6% slower in noisy steps, and the plan's trials for the same cells."""
+def _first_round(tmp_path, failed=()):
+    """A first round of repeats=auto (2 repeats, the baseline 4) of a clear slowdown and a cell 6%
+    slower in noisy steps, and the plan's trials for the same cells."""
     from sweeper.plan import Trial
     from sweeper.schema import RootConfig, TrialConfig
 
     cells = [("base", {"data.num_workers": 0}, steady(0.010, 0.002)), ("slow", {"data.num_workers": 1},
              steady(0.013, 0.002)), ("near", {"data.num_workers": 2}, steady(0.0106, 0.08))]
-    records = write_run(tmp_path / "run", cells, repeats=2)
+    records = write_run(tmp_path / "run", cells, repeats=2, failed=failed)
     trials = [Trial(i, f"{c}-0", [], swept, TrialConfig(), cell_id=c, is_baseline=c == "base", workload="dataloader")
               for i, (c, swept, _) in enumerate(cells)]
     return RootConfig(repeats="auto"), trials, records
@@ -200,6 +200,17 @@ def test_after_a_round_only_the_open_cells_get_another_repeat(tmp_path):
     assert [t.trial_id for t in more] == ["near-2"] and decided["near"].is_open
     assert left == (6 - 3) + (6 - 4)            # near to its maximum, the baseline to sqrt(1) x 6
     assert rounds.line().startswith("repeats=auto: ") and "1 slower" in rounds.line()
+
+
+def test_a_cell_whose_last_repeat_failed_gets_no_more_and_says_why(tmp_path):
+    from sweeper.rounds import Rounds
+
+    root, trials, records = _first_round(tmp_path, failed=("near-1",))
+    more, _ = Rounds(root, trials).next_round(records)
+    assert more == []
+    values = {"base": {r: 1.0 for r in range(4)}, "near": {0: 1.05}}
+    assert seq.last_failed(values["near"], [0, 1]) and not seq.last_failed(values["base"], [0, 1, 2, 3])
+    assert seq.closed({"near": seq.Decision("near")}, ["near"])["near"].reason == seq.FAILED_REPEAT
 
 
 def test_the_progress_bars_total_follows_the_trials_still_possible():

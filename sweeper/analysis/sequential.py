@@ -33,6 +33,7 @@ from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 UNDECIDED = "undecided"
 OPEN = ""                                  # reason of a cell that may still get repeats
 DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
+FAILED_REPEAT = "a repeat failed"        # an open cell whose last repeat failed gets no more (its row says why)
 Values = Mapping[int, float]               # repeat number -> the repeat's value (NaN: failed)
 
 
@@ -272,9 +273,16 @@ def wanting(decisions: Mapping[str, Decision], rounds: Mapping[str, int], design
             if d.is_open and rounds.get(c, 0) == done and done < design.max_repeats]
 
 
-def closed(decisions: Mapping[str, Decision]) -> Dict[str, Decision]:
-    """The decisions of a finished run: a cell still open when the run ended stopped at the budget."""
-    return {c: (replace(d, reason=BUDGET) if d.is_open else d) for c, d in decisions.items()}
+def last_failed(values: Values, repeats: Sequence[int]) -> bool:
+    """Whether the cell's last repeat (its trials' highest repeat number) left no value: it failed."""
+    return bool(repeats) and not math.isfinite(values.get(max(repeats), math.nan))
+
+
+def closed(decisions: Mapping[str, Decision], failed: Sequence[str] = ()) -> Dict[str, Decision]:
+    """The decisions of a finished run: a cell still open when the run ended stopped because its
+    last repeat failed (`failed`), else at the budget."""
+    return {c: (replace(d, reason=FAILED_REPEAT if c in failed else BUDGET) if d.is_open else d)
+            for c, d in decisions.items()}
 
 
 # -- the recommendation of a race ------------------------------------------------------------

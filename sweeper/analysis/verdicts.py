@@ -99,7 +99,8 @@ def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, c
     for row in mine[["cell_id", "repeat", column]].to_dict("records"):
         values[row["cell_id"]][int(row["repeat"])] = float(row[column])
     rounds = {c: sequential_rule.rounds_of(trial_repeats.get(c, [])) for c in s.cell_ids if c != s.baseline_id}
-    decided = sequential_rule.closed(sequential_rule.replay(values, rounds, s.baseline_id, design).decisions)
+    failed = [c for c in rounds if sequential_rule.last_failed(values[c], trial_repeats.get(c, []))]
+    decided = sequential_rule.closed(sequential_rule.replay(values, rounds, s.baseline_id, design).decisions, failed)
     return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d.reason) for c, d in decided.items()}
 
 
