@@ -270,3 +270,19 @@ def test_the_stopping_rule_reads_each_repeats_value_as_the_analysis_computes_it_
     expected = repeat_table(summary_frame([record]), steps.assign(trial_id=record["trial_id"]))["items_per_s"].iloc[0]
     assert value == pytest.approx(expected) == pytest.approx(4 * 32 / 0.05)    # neither warm-up nor aborted counts
     assert value != pytest.approx(record["summary"]["items_per_s"])
+
+
+def _noisy_cell_alarms(sweeps: int) -> float:
+    """A/A sweeps where one cell is five times noisier than the baseline and the others."""
+    design = seq.Design(max_repeats=6, first=2)
+    rng, alarms = np.random.default_rng(11), 0
+    for _ in range(sweeps):
+        values = {"base": _values(rng, 0.0, 0.02, 24)}
+        values.update({f"c{i}": _values(rng, 0.0, cv, 6) for i, cv in enumerate([0.02, 0.02, 0.02, 0.02, 0.10])})
+        found = seq.replay(values, {c: 6 for c in values if c != "base"}, "base", design).decisions.values()
+        alarms += any(d.verdict in (FASTER, SLOWER) for d in found)
+    return alarms / sweeps
+
+
+def test_a_cell_noisier_than_its_neighbours_is_judged_with_its_own_noise():
+    assert _noisy_cell_alarms(400) <= 0.05

@@ -112,16 +112,29 @@ def pooled(groups: Sequence[np.ndarray]) -> Tuple[float, int]:
     return (sum(_sum_sq(g) for g in used) / df, df) if df > 0 else (math.nan, 0)
 
 
+def welch(cell: np.ndarray, ref: np.ndarray) -> Tuple[float, float]:
+    """(standard error, Welch-Satterthwaite degrees of freedom) of the difference of the two means,
+    each with its own variance; (NaN, 0) without two values a side."""
+    if cell.size < 2 or ref.size < 2:
+        return math.nan, 0.0
+    a, b = cell.var(ddof=1) / cell.size, ref.var(ddof=1) / ref.size
+    if not a + b > 0:
+        return 0.0, 0.0
+    df = (a + b) ** 2 / (a * a / (cell.size - 1) + b * b / (ref.size - 1))
+    return math.sqrt(a + b), float(df)
+
+
 def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int]) -> Contrast:
-    """cell against ref with the stratum's pooled variance, or the pair's own when larger (a
-    noisier pair is not judged with its quieter neighbours' noise)."""
+    """cell against ref with the stratum's pooled variance, or the pair's own (Welch's, each side
+    its own variance) when that gives the larger standard error: a noisier cell is not judged
+    with its quieter neighbours' noise, nor with the baseline's."""
     if not (cell.size and ref.size):
         return Contrast(math.nan, math.nan, 0)
     var, df = stratum
-    pair_var, pair_df = pooled([cell, ref])
-    if pair_df > 0 and not pair_var <= var:
-        var, df = pair_var, pair_df
     se = math.sqrt(var * (1 / cell.size + 1 / ref.size)) if df > 0 else math.nan
+    pair_se, pair_df = welch(cell, ref)
+    if pair_df > 0 and not pair_se <= se:
+        se, df = pair_se, pair_df
     return Contrast(float(cell.mean() - ref.mean()), se, df)
 
 
