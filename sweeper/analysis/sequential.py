@@ -1,15 +1,16 @@
 """Sequential decisions (`repeats=auto`): each cell against its baseline after every round.
 
-A round gives every open cell one more repeat and its baseline two. After each round every
-open cell is looked at, and a look decides it: faster or slower (significant at the look's
-nominal level and past analysis.min_effect), within the minimum effect (its repeated
-confidence interval inside +-min_effect, or significant but smaller), no detectable change (it can no longer reach a
-decision: predictive power below `futility`), or still open. A cell is
-closed once decided, at its maximum, or when the sweep's budget ends. docs/analysis.md
-gives the method and its assumptions:
+A round gives every open cell one more repeat and its baseline what Dunnett's allocation asks.
+After each round every open cell is looked at, and a look decides it: faster or slower
+(significant at the look's nominal level and past analysis.min_effect), within the minimum
+effect (its repeated interval inside +-min_effect, or significant but smaller), no detectable
+change (predictive power to end significant below `futility`), or still open. A cell is closed
+once decided, at its maximum, when its last repeat failed, or when the sweep's budget ends.
+docs/analysis.md#repeats-auto gives the method and its assumptions:
 
 - the test: Student's t on the log of each repeat's value (one value per repeat, the unit of
-  evidence), its variance pooled over the stratum's cells, but never below the pair's own;
+  evidence), its variance pooled over the stratum's cells, its standard error never below the
+  pair's own Welch one;
 - repeated looks: Lan-DeMets alpha spending per comparison (boundaries.py), information
   fraction = round / max_repeats; multiplicity: Holm at every look over the stratum's
   comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure);
@@ -42,7 +43,7 @@ class Design:
     """What a sequential comparison is judged with (from analysis.* and sequential.*)."""
     alpha: float = 0.05
     min_effect: float = 0.05
-    max_repeats: int = 8
+    max_repeats: int = 6
     first: int = 2                        # repeats per cell of the first round (first_round computes it)
     spending: str = "obrien_fleming"
     futility: float = 0.35
