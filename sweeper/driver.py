@@ -99,7 +99,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
-        warm_imports()
+        warm_imports(root)
         shape = executor.start()
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
@@ -118,14 +118,19 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
     return max(code, ended(sweep, root, run))
 
 
-def warm_imports() -> None:
+def warm_imports(root: RootConfig) -> None:
     """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis), imported
-    while Ray starts in the background: off the way from the first trial to the table."""
+    while Ray starts in the background: off the way from the first trial to the table. With Ray,
+    scipy.stats too (seconds): the analysis needs it for any trial of two steps or more, and Ray's
+    start hides it; in-process trials (executor=local) import it only if the analysis does."""
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
     import sweeper.analysis.run  # noqa: F401
     import sweeper.publishers  # noqa: F401
+
+    if root.executor == "ray":
+        import scipy.stats  # noqa: F401
 
 
 def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:

@@ -240,7 +240,7 @@ def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_
         assert "[1/1] ok" in result.stdout and stderr == []
         driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
                            if line.startswith("import time:")}
-        assert {"ray", "pandas"} <= driver_imported and {"torch", "scipy"} & driver_imported == set()
+        assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
         assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
         assert names(left) == []
     finally:
