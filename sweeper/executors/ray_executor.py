@@ -232,13 +232,13 @@ class RayExecutor(Executor):
                 self.zygote.kill()                       # it exits while Ray is ended
             if self.started_ray:
                 _end_local_ray()
-        finally:
             if self.guard is not None:
-                self.guard.close()
+                self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
+        finally:
             if self.zygote is not None:
                 self.zygote.close()
             if self.starter is not None:
-                self.starter.release()
+                self.starter.release()                   # Ray's processes end with that thread, if not before
 
 
 def _end_local_ray() -> None:
