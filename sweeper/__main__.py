@@ -60,5 +60,15 @@ def sweep(args: List[str]) -> int:
     return exitcodes.code()
 
 
+def exit_with(code: int) -> None:
+    """Ends the command. Everything alive moves to the permanent generation first: the
+    interpreter's last collections would otherwise walk every object of pandas, scipy, Ray and
+    torch for nothing (0.5-0.7 s here), after the table is out."""
+    import gc
+
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())
