@@ -70,7 +70,9 @@ def root_with(**values):
 
 
 def test_the_sweep_takes_the_executor_begun_early_and_adds_its_workloads_modules(early):
-    with executors.head_start({"ray": {"num_cpus": 2}}):
+    with executors.head_start():
+        executors.begin_early({"ray": {"num_cpus": 2}})           # the first job, checked
+        executors.begin_early({"ray": {"num_cpus": 2}})           # no second start for a later one
         assert [e.calls for e in early] == [["begin"]]
         taken = executors.make_executor(root_with(ray={"num_cpus": 2}), ["workloads.dataloader"])
     assert taken is early[0] and taken.cfg == RayConfig(num_cpus=2)
@@ -78,16 +80,23 @@ def test_the_sweep_takes_the_executor_begun_early_and_adds_its_workloads_modules
 
 
 def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
-    with executors.head_start({}):
-        pass                                              # a config error, or a dry run set in a job
+    with executors.head_start():
+        executors.begin_early({})
+        # a config error in a later job, or in the driver's checks: no sweep takes it
     assert [e.calls for e in early] == [["begin", "close"]]
-    with executors.head_start({"executor": "local"}):
-        pass
+    with executors.head_start():
+        executors.begin_early({"executor": "local"})
     assert len(early) == 1                                # nothing begun for the local executor
 
 
+def test_composing_outside_the_launcher_starts_nothing(early):
+    executors.begin_early({})                             # a test composing configs, say
+    assert early == [] and executors._EARLY is None
+
+
 def test_an_executor_begun_with_other_ray_settings_is_closed_and_a_new_one_made(early):
-    with executors.head_start({"ray": {"num_cpus": 1}}):
+    with executors.head_start():
+        executors.begin_early({"ray": {"num_cpus": 1}})
         taken = executors.make_executor(root_with(ray={"num_cpus": 2}), [])
     assert early[0].calls == ["begin", "close"]
     assert taken is early[1] and taken.cfg == RayConfig(num_cpus=2) and taken.calls == []
@@ -286,4 +295,19 @@ def test_a_failed_ray_start_is_one_line_and_leaves_nothing(tmp_path):
     finally:
         for proc in leftovers(tmp):
             proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_config_error_in_a_ray_sweep_starts_no_ray(tmp_path):
+    """The first job is composed and checked before Ray starts: bad input costs no Ray start."""
+    tmp = short_tmp()
+    try:
+        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY,
+                                 "data.batch_size=-4"], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert result.stderr.strip().splitlines() == ["error: data.batch_size: must be positive, got -4"]
+        assert not (tmp / "ray").exists() and names(leftovers(tmp)) == []
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)

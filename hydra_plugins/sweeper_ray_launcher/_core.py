@@ -20,6 +20,7 @@ from sweeper import exitcodes
 from sweeper.entry import run_jobs
 from sweeper.sweep import Job
 from sweeper.errors import SweeperError
+from sweeper.executors import begin_early
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.schema import root_config_from_dict
 
@@ -39,6 +40,8 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
         HydraConfig.instance().set_config(sweep_config)
         values = app_values(sweep_config)
         jobs.append(Job(list(overrides), root_config_from_dict(values), values))
+        if i == 0:
+            begin_early(values)     # Ray starts while the rest is composed, checked and planned
     return jobs
 
 

@@ -20,9 +20,9 @@ class SweeperRayLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from sweeper.executors import head_start   # Ray starts now, in the background, when the sweep runs on it
+        from sweeper.executors import head_start   # Ray starts in the background once the first job is checked
 
-        with head_start(self.config):
+        with head_start():
             from hydra_plugins.sweeper_ray_launcher import _core
 
             return _core.launch(self, job_overrides, initial_job_idx)

@@ -9,9 +9,9 @@ To add one: subclass `Executor`, give it a name in `make_executor`, add the name
 `schema.EXECUTORS`. Both shipped executors feed the same driver, so the summary, tables,
 exit codes and publishers are the same whichever ran the trials.
 
-A head start: the launcher calls `head_start(config)` as soon as Hydra has the sweep's config,
-so that Ray and the node zygote start while the jobs are composed, checked and planned;
-`make_executor` then hands that executor over instead of starting another.
+A head start: inside the launcher's `head_start()`, the first composed and checked job calls
+`begin_early`, so that Ray and the node zygote start while the other jobs are composed and all
+are checked and planned; `make_executor` then hands that executor over instead of starting another.
 """
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from typing import Any, Iterator, Optional, Sequence
 
 from sweeper.executors.base import Executor, TrialLost
 
-__all__ = ["Executor", "TrialLost", "make_executor", "head_start", "runs_on_ray"]
+__all__ = ["Executor", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]
 
-_EARLY: Optional[Executor] = None      # begun by head_start, not yet taken by make_executor
+_EARLY: Optional[Executor] = None      # begun by begin_early, not yet taken by make_executor
+_ARMED = False                         # inside the launcher's head_start
 
 
 def make_executor(root, preload: Sequence[str]) -> Executor:
@@ -48,21 +49,32 @@ def runs_on_ray(config: Any) -> bool:
 
 
 @contextlib.contextmanager
-def head_start(config: Any) -> Iterator[None]:
-    """Begins the Ray executor now when `config` (Hydra's, before the jobs are composed) runs on
-    Ray; on leaving, ends it if no sweep took it (a config error, a dry run in a job)."""
-    global _EARLY
-    if runs_on_ray(config):
-        from sweeper.executors.ray_executor import RayExecutor
-
-        _EARLY = RayExecutor(_ray_config(config.get("ray") or {}), preload=())
-        _EARLY.begin()
+def head_start() -> Iterator[None]:
+    """The launcher's scope: inside it, the first composed job may start Ray early
+    (`begin_early`); on leaving, an executor that no sweep took (a config error found later, an
+    interrupt) is closed."""
+    global _ARMED, _EARLY
+    _ARMED = True
     try:
         yield
     finally:
+        _ARMED = False
         early, _EARLY = _EARLY, None
         if early is not None:
             early.close()
+
+
+def begin_early(config: Any) -> None:
+    """Called with the first job's checked config, before the other jobs are composed: starts
+    Ray and the node zygote now when the sweep runs on Ray. A config error in that job comes
+    before anything starts; outside head_start (a test composing configs), nothing starts."""
+    global _EARLY
+    if not _ARMED or _EARLY is not None or not runs_on_ray(config):
+        return
+    from sweeper.executors.ray_executor import RayExecutor
+
+    _EARLY = RayExecutor(_ray_config(config.get("ray") or {}), preload=())
+    _EARLY.begin()
 
 
 def _take_early(ray_cfg) -> Optional[Executor]:
