@@ -149,7 +149,7 @@ def test_a_local_ray_is_disconnected_then_its_process_trees_killed_and_reaped(mo
     monkeypatch.setitem(sys.modules, "ray._private", ray._private)
     monkeypatch.setitem(sys.modules, "ray._private.worker", worker)
     try:
-        ray_executor._end_local_ray()
+        ray_executor._end_processes(*ray_executor._disconnect_local_ray())
         assert seen == [None]                             # Ray's shutdown found no node of its own to end
         assert [p.returncode for p in popens] == [-signal.SIGKILL] * 2     # reaped, SIGKILLed
         assert [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []

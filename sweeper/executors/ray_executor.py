@@ -228,10 +228,11 @@ class RayExecutor(Executor):
         try:
             if self.starter is not None:
                 self.starter.finished()
-            if self.zygote is not None:
-                self.zygote.kill()                       # it exits while Ray is ended
-            if self.started_ray:
-                _end_local_ray()
+            ending = _disconnect_local_ray() if self.started_ray else None
+            if self.zygote is not None:      # only now: a trial it ends would be an error Ray prints
+                self.zygote.kill()
+            if ending is not None:
+                _end_processes(*ending)
             if self.guard is not None:
                 self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
         finally:
@@ -241,28 +242,36 @@ class RayExecutor(Executor):
                 self.starter.release()                   # Ray's processes end with that thread, if not before
 
 
-def _end_local_ray() -> None:
-    """Disconnects this driver from the local Ray it started, then SIGKILLs Ray's processes and
-    everything below them, returning once each has exited (milliseconds). Ray's own shutdown
-    asks each process to end in turn and waits for it: seconds, with the prompt held."""
+def _disconnect_local_ray():
+    """Disconnects this driver from the local Ray it started; returns what `_end_processes`
+    ends. Ray's own shutdown asks each process to end in turn and waits for it: seconds, with
+    the prompt held."""
     import ray
     from ray._private import worker
 
-    from sweeper.rayguard import end_processes, process_trees
+    from sweeper.rayguard import process_trees
 
     node = worker._global_node
     popens = [info.process for infos in (node.all_processes.values() if node else ()) for info in infos]
     tree = process_trees([p.pid for p in popens])
-    if node is not None and node.is_head():
-        node.destroy_external_storage()          # spilled objects, if any
-    worker._global_node = None                   # so that ray.shutdown() only disconnects this driver
     try:
+        if node is not None and node.is_head():
+            node.destroy_external_storage()      # spilled objects, if any
+        worker._global_node = None               # so that ray.shutdown() only disconnects this driver
         ray.shutdown()
     finally:
         worker._global_node = None
-        end_processes(tree)
-        for proc in popens:
-            proc.poll()                          # reaped through their Popen, which waits for them
+    return tree, popens
+
+
+def _end_processes(tree, popens) -> None:
+    """SIGKILLs Ray's processes and everything below them, returning once each has exited
+    (milliseconds)."""
+    from sweeper.rayguard import end_processes
+
+    end_processes(tree)
+    for proc in popens:
+        proc.poll()                              # reaped through their Popen, which waits for them
 
 
 class _Starter:
