@@ -246,7 +246,7 @@ def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_
         left = leftovers(tmp)                             # at once: nothing is waited for
         assert result.returncode == 0, result.stderr[-3000:]
         stderr = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
-        assert "[1/1] ok" in result.stdout and stderr == []
+        assert "[1/1] ok" in result.stdout and stderr == [], "\n".join(stderr)
         driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
                            if line.startswith("import time:")}
         assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
