@@ -81,11 +81,11 @@ def wandb_run(tmp_path_factory):
         publishers.drain()
     data, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=100)
     publishers.on_sweep_end(run, data, analysis, root)
-    yield run, trials, analysis
-    mp.undo()
     import wandb
 
-    wandb.teardown()
+    wandb.teardown()          # W&B's service has written out every run file before they are read
+    yield run, trials, analysis
+    mp.undo()
 
 
 def _runs(run: Path):
