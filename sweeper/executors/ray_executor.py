@@ -121,6 +121,12 @@ class RayExecutor(Executor):
             return
         if not self.cfg.address and not self.cfg.runtime_env:
             self.zygote = NodeZygote(self.preload)       # from this thread: it dies with its parent thread
+        # Imported before Ray's thread forks its processes: this module registers fork hooks (a lock
+        # taken before each fork, released after), and registered by an import in this thread
+        # between another thread's fork and its hooks, the release of a lock never taken printed
+        # "Exception ignored ... RuntimeError: release unlocked lock" on the user's stderr.
+        import concurrent.futures.thread  # noqa: F401
+
         self.starter = _Starter(self._connect_and_guard)
 
     def add_preload(self, modules: Sequence[str]) -> None:
