@@ -174,12 +174,14 @@ def is_own_leftover(path: Path) -> bool:
     return path.name.startswith(LEFTOVER_PREFIXES) and path.is_dir() and not path.is_symlink()
 
 
-def earlier_results(run: Path, trials: List[Trial]) -> Dict[str, TrialRecord]:
+def earlier_results(run: Path, trials: List[Trial], any_repeat: bool = False) -> Dict[str, TrialRecord]:
     """Finished trials of this grid from an earlier attempt at the run; this tool's own
-    half-written folders are removed so those trials run again. Nothing else is touched."""
+    half-written folders are removed so those trials run again. Nothing else is touched.
+    `any_repeat` (repeats=auto): every finished repeat of the grid's cells, the later rounds'
+    too, so that the rounds go on from where the run stopped instead of running them again."""
     for leftover in (run / TRIAL_DIRS).iterdir():
         if is_own_leftover(leftover):
             shutil.rmtree(leftover, ignore_errors=True)
-    wanted = {t.trial_id for t in trials}
+    wanted, cells = {t.trial_id for t in trials}, {t.cell_id for t in trials}
     return {r["trial_id"]: TrialRecord.from_dict(r) for r in read_records(run)
-            if r["trial_id"] in wanted and r["status"] == "ok"}
+            if r["status"] == "ok" and (r["trial_id"] in wanted or (any_repeat and r.get("cell_id") in cells))}

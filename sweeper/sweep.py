@@ -108,14 +108,14 @@ class Sweep:
         self.executor, self.on_trial = executor, publishers.on_trial
         executor.before_trial = publishers.drain    # in-process trials: what starts during one is the trial's
         self.trackers_of = lambda record: publishers.trackers(self.run, record, self.jobs[0].values)
-        done = earlier_results(self.run, trials) if self.root.resume else {}
+        done = earlier_results(self.run, trials, any_repeat=self.root.repeats == AUTO) if self.root.resume else {}
         self.records.update(done)
         self.summary_stale = bool(self.root.resume)  # a resumed run's summary may never have been written
         print(f"sweep '{self.root.sweep.name}': {len(trials)} trial(s) on {executor.describe(shape)}, "
               f"isolation={self.root.resources.isolation}", flush=True)
         if done:
             print(f"resuming {self.run}: {len(done)} trial(s) already finished, "
-                  f"{len(trials) - len(done)} to run", flush=True)
+                  f"{sum(t.trial_id not in done for t in trials)} to run", flush=True)
         self.progress = Progress(self.total)
         self.progress.advance(len(done))
         self.shape, self.window = shape, window_size(self.root, trials, shape)

@@ -372,3 +372,19 @@ def test_scratch_folder_of_the_run_is_removed_whatever_the_end(sweep, tmp_path, 
 
     code, _ = sweep(script, grid={"workload.seed": [0]})
     assert code == exitcodes.INTERRUPTED and roots and not os.path.exists(roots[0])
+
+
+def test_resume_of_repeats_auto_keeps_the_later_rounds_finished_repeats(sweep, tmp_path):
+    """repeats=auto plans only the first round up front; a resumed run must still count the later
+    rounds' finished repeats, or the rounds would run them again over the finished ones."""
+    from types import SimpleNamespace
+
+    from sweeper.runfolder import earlier_results
+
+    sweep(grid={"workload.seed": [0, 1]}, repeats=4)
+    run = tmp_path / "results" / "single" / "r1"
+    done = records(tmp_path)
+    cells = {r["cell_id"] for r in done.values()}
+    first_round = [SimpleNamespace(trial_id=f"{c}-{i}", cell_id=c) for c in cells for i in (0, 1)]
+    assert set(earlier_results(run, first_round, any_repeat=True)) == set(done)          # all 8
+    assert set(earlier_results(run, first_round)) == {t.trial_id for t in first_round}   # fixed repeats: 4
