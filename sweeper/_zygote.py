@@ -87,8 +87,22 @@ def drop_scratch(scratch: Path) -> None:
 def _drop_if_orphaned(scratch: Path, zygote: int) -> None:
     """The keeper, its trial ended: with the zygote gone (its Ray worker killed), so is the host
     that would have read the scratch folder."""
-    if os.getppid() != zygote:
+    if _zygote_gone(zygote):
         drop_scratch(scratch)
+
+
+def _zygote_gone(zygote: int) -> bool:
+    """Whether the zygote has died or is dying. Its parent id alone does not say: the zygote has
+    threads (torch's, pyarrow's), and when its main thread exits first, Linux hands its children
+    to a sibling thread of the same process (the same parent id) and sends them their death
+    signal already; the main thread is then a zombie until the others have exited."""
+    if os.getppid() != zygote:
+        return True
+    try:
+        state = Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
 
 
 def _trial(scratch: Path) -> None:
