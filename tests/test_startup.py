@@ -236,48 +236,49 @@ def sweep_env(tmp_path, tmp, **extra):
             "PYTHONUNBUFFERED": "1", **extra}
 
 
-@pytest.mark.slow
-def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_path):
+@pytest.fixture
+def ray_tmp():
+    """A short TMPDIR for one sweep (Ray's socket paths live under it); afterwards whatever the
+    sweep left there is killed and the folder removed."""
     tmp = short_tmp()
-    try:
-        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
-                                 *TINY], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True,
-                                timeout=300)
-        left = leftovers(tmp)                             # at once: nothing is waited for
-        assert result.returncode == 0, result.stderr[-3000:]
-        stderr = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
-        assert "[1/1] ok" in result.stdout and stderr == [], "\n".join(stderr)
-        driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
-                           if line.startswith("import time:")}
-        assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
-        assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
-        assert names(left) == []
-    finally:
-        for proc in leftovers(tmp):
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield tmp
+    for proc in leftovers(tmp):
+        proc.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_ray_starts_ends_what_was_started_with_one_line(tmp_path):
-    tmp = short_tmp()
-    try:
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
-                                  cwd=ROOT, env=sweep_env(tmp_path, tmp), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not list(tmp.glob("ray/session_2*/logs/gcs_server.out")) and time.monotonic() < deadline:
-            time.sleep(0.02)                              # Ray's start is under way
-        driver.send_signal(signal.SIGINT)
-        out, err = driver.communicate(timeout=120)
-        left = leftovers(tmp)
-        assert driver.returncode == 130, err[-3000:]
-        assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted "), err[-3000:]
-        assert names(left) == []
-    finally:
-        for proc in leftovers(tmp):
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_path, ray_tmp):
+    tmp = ray_tmp
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                             *TINY], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True,
+                            timeout=300)
+    left = leftovers(tmp)                             # at once: nothing is waited for
+    assert result.returncode == 0, result.stderr[-3000:]
+    stderr = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert "[1/1] ok" in result.stdout and stderr == [], "\n".join(stderr)
+    driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
+                       if line.startswith("import time:")}
+    assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
+    assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
+    assert names(left) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_ray_starts_ends_what_was_started_with_one_line(tmp_path, ray_tmp):
+    tmp = ray_tmp
+    driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
+                              cwd=ROOT, env=sweep_env(tmp_path, tmp), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp.glob("ray/session_2*/logs/gcs_server.out")) and time.monotonic() < deadline:
+        time.sleep(0.02)                              # Ray's start is under way
+    driver.send_signal(signal.SIGINT)
+    out, err = driver.communicate(timeout=120)
+    left = leftovers(tmp)
+    assert driver.returncode == 130, err[-3000:]
+    assert len(err.strip().splitlines()) == 1 and err.startswith("interrupted "), err[-3000:]
+    assert names(left) == []
 
 
 @pytest.mark.slow
@@ -299,15 +300,12 @@ def test_a_failed_ray_start_is_one_line_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_config_error_in_a_ray_sweep_starts_no_ray(tmp_path):
+def test_a_config_error_in_a_ray_sweep_starts_no_ray(tmp_path, ray_tmp):
     """The first job is composed and checked before Ray starts: bad input costs no Ray start."""
-    tmp = short_tmp()
-    try:
-        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY,
-                                 "data.batch_size=-4"], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 2, result.stderr[-3000:]
-        assert result.stderr.strip().splitlines() == ["error: data.batch_size: must be positive, got -4"]
-        assert not (tmp / "ray").exists() and names(leftovers(tmp)) == []
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    tmp = ray_tmp
+    result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY,
+                             "data.batch_size=-4"], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == ["error: data.batch_size: must be positive, got -4"]
+    assert not (tmp / "ray").exists() and names(leftovers(tmp)) == []
