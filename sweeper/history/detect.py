@@ -182,7 +182,9 @@ def welch_log_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Welch t-test p over log values (positive, finite ones); NaN under 2 values a side."""
     from scipy.stats import ttest_ind
 
-    la, lb = (np.log([v for v in x if v > 0 and math.isfinite(v)]) for x in (a, b))
+    from sweeper.analysis.sequential import logs
+
+    la, lb = logs(a), logs(b)
     if min(la.size, lb.size) < 2 or (np.ptp(la) == 0 and np.ptp(lb) == 0):
         return math.nan
     return float(ttest_ind(la, lb, equal_var=False).pvalue)
