@@ -11,6 +11,13 @@ Rows, each the wall time of a fresh command run from the project root:
   benchmarks/gpu_busy.py keeping the device busy for --one-s seconds (0.5);
 - N trials of --trial-s seconds, packed: span efficiency = N x L / (slots x span), the span
   from the first trial's start to the last one's end (trial.json), slots = GPUs (or CPUs).
+- with --without-hold, the sweeps again with SWEEPER_GPU_HOLD=0 (sweeper/executors/gpuhold.py):
+  what holding the GPUs' driver open saves, on a host whose GPUs are not in persistence mode.
+
+Every command runs with SWEEPER_TIMELINE set (sweeper/timeline.py): a second table gives, for
+the sweeps, the median second at which each phase was reached, and for the packed sweep where
+each trial's span goes (set-up before the workload, the workload's own CUDA start and first
+matmul, its L seconds, the probe's end and the record, the way back to the driver and out again).
 
 Commands run in rounds, one of each per round, so that a change in the machine's load falls on
 every row alike. W&B, report and history are off. Nothing is fetched: no network is needed.
@@ -28,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import (PYTHON, ROOT, bench_env, load_average, machine_line, markdown_table,  # noqa: E402
                                 median, run_timed, span, sweeper_times)
+from sweeper import timeline  # noqa: E402
 
 # -- defaults ---------------------------------------------------------------------------
 RUNS = 3              # runs of each command; the table shows medians
@@ -67,11 +75,16 @@ def sweeper(out: Path, *args: str) -> List[str]:
     return [PYTHON, "-m", "sweeper", f"results_dir={out}", *args]
 
 
-def commands(device: str, one_s: float, trials: int, trial_s: float) -> Dict[str, Callable[[Path], List[str]]]:
+NO_HOLD = {"SWEEPER_GPU_HOLD": "0"}
+WITHOUT_HOLD = ("local", "ray", "packed")       # the rows run again with NO_HOLD by --without-hold
+
+
+def commands(device: str, one_s: float, trials: int, trial_s: float,
+             without_hold: bool = False) -> Dict[str, Callable[[Path], List[str]]]:
     """Row -> its command, given a fresh folder for its results."""
     one = trial_args(device, one_s)
     grid = ",".join(str(i) for i in range(trials))
-    return {
+    made = {
         "floor": lambda out: [PYTHON, "-c", floor_code(device)],
         "ray_init": lambda out: [PYTHON, "-c", "import ray; ray.init()"],
         "ray_init_shutdown": lambda out: [PYTHON, "-c", "import ray; ray.init(); ray.shutdown()"],
@@ -81,6 +94,9 @@ def commands(device: str, one_s: float, trials: int, trial_s: float) -> Dict[str
         "ray": lambda out: sweeper(out, *one),
         "packed": lambda out: sweeper(out, *trial_args(device, trial_s), f"workload.seed={grid}"),
     }
+    if without_hold:
+        made.update({f"{name}_nohold": made[name] for name in WITHOUT_HOLD})
+    return made
 
 
 LABELS = {
@@ -92,6 +108,9 @@ LABELS = {
     "local": "one-trial sweep, `executor=local`",
     "ray": "**one-trial sweep through Ray (the default)**",
     "packed": "{trials} trials of {trial_s:g} s packed, whole command",
+    "local_nohold": "one-trial sweep, `executor=local`, SWEEPER_GPU_HOLD=0",
+    "ray_nohold": "one-trial sweep through Ray, SWEEPER_GPU_HOLD=0",
+    "packed_nohold": "{trials} trials of {trial_s:g} s packed, SWEEPER_GPU_HOLD=0",
 }
 
 
@@ -101,11 +120,15 @@ def run_round(cmds: Dict[str, Callable[[Path], List[str]]], out: Path, index: in
     found: Dict[str, dict] = {"load": {"wall_s": float(load_average().replace("-", "nan"))}}
     for name, make in cmds.items():
         folder = out / name / str(index)
-        run = run_timed(make(folder), log=folder / "command.log")
+        folder.mkdir(parents=True, exist_ok=True)
+        marks = folder / "timeline.txt"
+        env = {timeline.VARIABLE: str(marks), **(NO_HOLD if name.endswith("_nohold") else {})}
+        run = run_timed(make(folder), env=bench_env(env), log=folder / "command.log")
         if run.returncode != 0:
             print(f"  {name}: exit {run.returncode}\n{run.tail(20)}", file=sys.stderr)
         found[name] = {"wall_s": run.wall_s if run.returncode == 0 else float("nan"),
-                       "times": sweeper_times(folder) if folder.is_dir() else []}
+                       "times": sweeper_times(folder) if folder.is_dir() else [],
+                       "marks": [(t - run.started_at, pid, what) for t, pid, what in timeline.read(str(marks))]}
         print(f"  round {index + 1}: {name:<18} {found[name]['wall_s']:6.2f} s", flush=True)
     return found
 
@@ -153,17 +176,84 @@ def rows_of(rounds: List[Dict[str, dict]], args, device: str, slot_count: int,
             heavy: Dict[str, Dict[str, float]]) -> List[list]:
     names = [n for n in rounds[0] if n != "load"]
     walls = {name: median([r[name]["wall_s"] for r in rounds]) for name in names}
-    packs = [packing(r["packed"]["times"], args.trials, args.trial_s, slot_count) for r in rounds]
-    notes = {"help": describe(heavy["help"]), "dry_run": describe(heavy["dry_run"]),
-             "ray": f"{walls['ray'] - walls['ray_init']:+.2f} s against bare `ray.init()`, "
-                    f"{walls['ray'] - walls['floor']:+.2f} s against the floor",
-             "local": f"{walls['local'] - walls['floor']:+.2f} s against the floor",
-             "packed": (f"span efficiency {median([p['efficiency'] for p in packs]):.1%} on "
-                        f"{min(slot_count, args.trials)} slot(s): {median([p['per_trial_s'] for p in packs]):.2f} s "
-                        f"a trial for {args.trial_s:g} s of work")}
+    notes = {name: packed_note([packing(r[name]["times"], args.trials, args.trial_s, slot_count) for r in rounds],
+                               args.trial_s, slot_count, args.trials)
+             for name in names if name.startswith("packed")}
+    notes.update({name: _against(walls, name, "floor") for name in names if name.startswith("local")})
+    notes.update({name: f"{_against(walls, name, 'ray_init', 'bare `ray.init()`')}, {_against(walls, name, 'floor')}"
+                  for name in names if name.startswith("ray") and not name.startswith("ray_init")})
+    notes.update({"help": describe(heavy["help"]), "dry_run": describe(heavy["dry_run"]),
+             })
     fill = {"floor": floor_code(device), "trials": args.trials, "trial_s": args.trial_s}
     return [[LABELS[n].format(**fill), walls[n], _range([r[n]["wall_s"] for r in rounds]), notes.get(n, "")]
             for n in names]
+
+
+def _against(walls: Dict[str, float], name: str, other: str, label: str = "the floor") -> str:
+    return f"{walls[name] - walls[other]:+.2f} s against {label}"
+
+
+def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, trials: int) -> str:
+    return (f"span efficiency {median([p['efficiency'] for p in packs]):.1%} on {min(slot_count, trials)} "
+            f"slot(s): {median([p['per_trial_s'] for p in packs]):.2f} s a trial for {trial_s:g} s of work")
+
+
+# -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
+PHASES = ("main", "first_job_composed", "zygote_ready", "ray_ready", "executor_started", "trial_start",
+          "workload_start", "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
+
+
+def first_marks(marks: List[tuple]) -> Dict[str, float]:
+    """Each phase -> the seconds after the command's start at which it was first reached."""
+    out: Dict[str, float] = {}
+    for offset, _, name in marks:
+        out.setdefault(name, offset)
+    return out
+
+
+def phase_rows(rounds: List[Dict[str, dict]], names: Sequence[str]) -> List[list]:
+    """One row per phase: its median second in each one-trial sweep, and the command's end."""
+    firsts = {n: [first_marks(r[n]["marks"]) for r in rounds] for n in names}
+    rows = [[phase] + [median([f.get(phase, float("nan")) for f in firsts[n]]) for n in names] for phase in PHASES]
+    rows = [row for row in rows if any(v == v for v in row[1:])]
+    return rows + [["the command's end"] + [median([r[n]["wall_s"] for r in rounds]) for n in names]]
+
+
+def trial_spans(marks: List[tuple], times: List[dict]) -> Dict[str, List[float]]:
+    """Per trial of a packed sweep: where its span goes, in seconds (trials in start order)."""
+    by_pid: Dict[int, Dict[str, float]] = {}
+    for offset, pid, name in marks:
+        by_pid.setdefault(pid, {})[name] = offset
+    trials = sorted((m for m in by_pid.values() if "trial_start" in m and "trial_end" in m),
+                    key=lambda m: m["trial_start"])
+    outcomes = sorted(offset for offset, _, name in marks if name == "outcome")
+    figures = [t["figures"] for t in sorted(times, key=lambda t: t["started_at"])]
+    out: Dict[str, List[float]] = {k: [] for k in SPAN_PARTS}
+    for i, m in enumerate(trials):
+        fig = figures[i] if i < len(figures) else {}
+        out["before the workload (fork, fingerprint, probe)"].append(m.get("workload_start", nan) - m["trial_start"])
+        out["workload: CUDA start"].append(fig.get("cuda_init_s", nan))
+        out["workload: operands and first matmul"].append(
+            m.get("workload_end", nan) - m.get("workload_start", nan) - fig.get("cuda_init_s", nan)
+            - fig.get("busy_s", fig.get("measured_s", nan)))
+        out["after the workload (probe's end, record)"].append(m["trial_end"] - m.get("workload_end", nan))
+        later = [o for o in outcomes if o >= m["trial_end"]]
+        out["record back to the driver"].append(later[0] - m["trial_end"] if later else nan)
+        following = [t["trial_start"] for t in trials if later and t["trial_start"] >= later[0]]
+        if following:
+            out["driver to the next trial's start"].append(min(following) - later[0])
+    return out
+
+
+nan = float("nan")
+SPAN_PARTS = ("before the workload (fork, fingerprint, probe)", "workload: CUDA start",
+              "workload: operands and first matmul", "after the workload (probe's end, record)",
+              "record back to the driver", "driver to the next trial's start")
+
+
+def span_rows(rounds: List[Dict[str, dict]], names: Sequence[str]) -> List[list]:
+    parts = {n: [trial_spans(r[n]["marks"], r[n]["times"]) for r in rounds] for n in names}
+    return [[part] + [median([v for p in parts[n] for v in p[part]]) for n in names] for part in SPAN_PARTS]
 
 
 def _range(values: Sequence[float]) -> str:
@@ -175,7 +265,15 @@ def report(rows: List[list], rounds: List[Dict[str, dict]], args, device: str) -
     loads = ", ".join(f"{r['load']['wall_s']:.1f}" for r in rounds)
     head = f"Machine: {machine_line()}; device {device}; 1-minute load average at each round: {loads}"
     command = f"Command: `python benchmarks/startup.py {' '.join(args.argv)}` (median of {args.runs} runs each)"
-    return "\n\n".join([head, command, markdown_table(["what", "s (median)", "runs", "note"], rows)]) + "\n"
+    sweeps = [n for n in rounds[0] if n.startswith(("local", "ray")) and not n.startswith("ray_init")]
+    packed = [n for n in rounds[0] if n.startswith("packed")]
+    phases = ("Where the seconds of a one-trial sweep go: the median second, after the command's start, at "
+              "which each phase was first reached (SWEEPER_TIMELINE)\n\n"
+              + markdown_table(["phase", *sweeps], phase_rows(rounds, sweeps)))
+    spans = ("Where a packed trial's span goes beyond its work, in seconds (median over its trials and runs)\n\n"
+             + markdown_table(["part", *packed], span_rows(rounds, packed)))
+    return "\n\n".join([head, command, markdown_table(["what", "s (median)", "runs", "note"], rows),
+                         phases, spans]) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=TRIALS, help=f"trials of the packed sweep ({TRIALS})")
     parser.add_argument("--trial-s", type=float, default=TRIAL_S, help=f"seconds of each packed trial ({TRIAL_S:g})")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda where there is a GPU")
+    parser.add_argument("--without-hold", action="store_true",
+                        help="also run the sweeps with SWEEPER_GPU_HOLD=0 (what the hold on the GPUs saves)")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for logs and startup.md (default results/benchmarks/startup-<time>)")
     return parser
@@ -197,7 +297,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     out = (args.out or ROOT / "results" / "benchmarks" / time.strftime("startup-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     print(f"startup: {machine_line()}, device {device}\n  logs under {out}", flush=True)
-    cmds = commands(device, args.one_s, args.trials, args.trial_s)
+    cmds = commands(device, args.one_s, args.trials, args.trial_s, args.without_hold)
     heavy = {"help": imports_of(["--help"]), "dry_run": imports_of(cmds["dry_run"](out / "imports")[3:])}
     rounds = [run_round(cmds, out, i) for i in range(args.runs)]
     text = report(rows_of(rounds, args, device, slots(device), heavy), rounds, args, device)

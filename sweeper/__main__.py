@@ -48,6 +48,9 @@ INTERRUPTED = "while starting or ending: finished trials are kept; add resume=la
 
 def main(argv: Optional[List[str]] = None) -> int:
     """The command, behind the one error boundary (sweeper.cli): returns the exit code."""
+    from sweeper.timeline import mark
+
+    mark("main")
     args = quote_shard_patterns(list(sys.argv[1:] if argv is None else argv))
     return cli.run(lambda: sweep(args), interrupted=INTERRUPTED)
 

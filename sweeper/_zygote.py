@@ -306,6 +306,9 @@ def main() -> None:
     os.dup2(2, 1)                    # stray prints go to stderr
     _preload()
     _freeze()
+    from sweeper.timeline import mark
+
+    mark("zygote_ready")
     ready.write(json.dumps({"ready": os.getpid()}) + "\n")
     ready.close()
     Zygote(listener).serve()

@@ -28,6 +28,7 @@ from sweeper.schema import AUTO, RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
 from sweeper.sweep_end import publish_end
+from sweeper.timeline import mark
 
 __all__ = ["Job", "run_sweep", "plan", "check_prices", "print_plan"]
 
@@ -99,11 +100,13 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
-        warm_imports(root)
+        warm_imports()
         shape = executor.start()
+        mark("executor_started")
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
         code = sweep.run_trials(executor, trials, shape)
+        mark("trials_done")
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
@@ -113,24 +116,26 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         return interrupted("before any trial started: nothing was kept")
     finally:
         executor.close()
+        mark("executor_closed")
         shutil.rmtree(scratch, ignore_errors=True)
         drop_new_run(created)
-    return max(code, ended(sweep, root, run))
+    code = max(code, ended(sweep, root, run))
+    mark("published")
+    return code
 
 
-def warm_imports(root: RootConfig) -> None:
-    """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis), imported
-    while Ray starts in the background: off the way from the first trial to the table. With Ray,
-    scipy.stats too (seconds): the analysis needs it for any trial of two steps or more, and Ray's
-    start hides it; in-process trials (executor=local) import it only if the analysis does."""
+def warm_imports() -> None:
+    """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis, and
+    scipy.stats, which the analysis needs for any trial of two steps or more), imported before
+    the first trial: with Ray, while Ray starts in the background; with in-process trials
+    (executor=local), while this machine's GPUs are set up (sweeper/executors/gpuhold.py), and
+    never during a trial, whose measurements they would share this process with."""
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
+    import scipy.stats  # noqa: F401
 
     import sweeper.analysis.run  # noqa: F401
     import sweeper.publishers  # noqa: F401
-
-    if root.executor == "ray":
-        import scipy.stats  # noqa: F401
 
 
 def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:

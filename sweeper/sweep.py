@@ -26,6 +26,7 @@ from sweeper.files import write_bytes_atomic
 from sweeper.results import write_summary, write_trial
 from sweeper.runfolder import earlier_results
 from sweeper.schema import AUTO, RootConfig
+from sweeper.timeline import mark
 
 # Trial processes that died without a record of their own may have been killed from outside.
 RETRYABLE_ERRORS = {"TrialKilled", "TrialCrashed"}
@@ -224,6 +225,7 @@ class Sweep:
     def handle(self, handle: Any, attempt: Attempt) -> None:
         try:
             outcome = self.executor.outcome(handle)
+            mark("outcome")
             record, files = outcome.record, outcome.files
         except TrialLost as lost:    # the worker or its node died: still a row
             record, files = TrialRecord.for_spec(attempt.spec, status="failed", error_type=lost.error_type,
@@ -285,6 +287,7 @@ class Sweep:
     def handle_quietly(self, handle: Any, attempt: Attempt) -> None:
         try:
             outcome = self.executor.outcome(handle)
+            mark("outcome")
             self.finish(outcome.record, attempt, outcome.files)
         except Exception as exc:   # cancelled or lost on the way: record it so
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type=type(exc).__name__,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Optional
 from sweeper.files import write_json_atomic, write_with
 from sweeper.probe import Probe
 from sweeper.record import TrialRecord
+from sweeper.timeline import mark
 from sweeper.redact import redact
 from sweeper.schema import TrialConfig
 
@@ -111,6 +112,7 @@ def build_probe(cfg: TrialConfig, scratch: Path) -> Probe:
 
 def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
     """Runs one trial and writes its record; never raises for a workload's failure."""
+    mark("trial_start")
     record = TrialRecord.for_spec(spec, started_at=time.time())
     cfg: TrialConfig = spec["config"]
     probe = Probe(warmup_steps=cfg.workload.warmup_steps)   # replaced once the device is known
@@ -122,7 +124,10 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
         record.fingerprint = fingerprint()
         probe = build_probe(cfg, scratch)
         with probe:     # sampler and profile run around the workload and stop even when it raises
+            mark("workload_start")
             extra = load_workload(cfg.workload.target)(cfg, probe) or {}
+            mark("workload_end")
+        mark("probe_stopped")
         rows = probe.rows                     # read back once: the summary and steps.parquet share them
         record.figures = {**probe.figures, **extra}
         record.summary = probe.summary(rows)
@@ -141,4 +146,5 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
     if rows:
         write_steps(scratch / STEPS_FILE, redact(rows))   # parquet cannot be patched after it is written
     write_json_atomic(scratch / RECORD_FILE, record.to_dict())
+    mark("trial_end")
     return record

@@ -84,9 +84,73 @@ def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
         executors.begin_early({})
         # a config error in a later job, or in the driver's checks: no sweep takes it
     assert [e.calls for e in early] == [["begin", "close"]]
+
+def test_the_local_executor_is_begun_early_too_and_handed_to_a_local_sweep_only(early):
+    from sweeper.executors.local import LocalExecutor
+
     with executors.head_start():
         executors.begin_early({"executor": "local"})
-    assert len(early) == 1                                # nothing begun for the local executor
+        begun = executors._EARLY
+        assert isinstance(begun, LocalExecutor)
+        assert executors.make_executor(root_with(executor="local"), ["workloads.dataloader"]) is begun
+    with executors.head_start():
+        executors.begin_early({"executor": "local"})
+        other = executors.make_executor(root_with(), [])        # a Ray sweep: a Ray executor of its own
+    assert early == [other] and other.calls == []
+
+
+class FakeNvml:
+    def __init__(self, fails=False):
+        self.calls, self.fails = [], fails
+
+    def nvmlInit(self):
+        if self.fails:
+            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+        self.calls.append("init")
+
+    def nvmlShutdown(self):
+        self.calls.append("shutdown")
+
+
+def test_a_gpu_hold_opens_nvml_once_where_there_are_gpus_and_shuts_it_once(monkeypatch):
+    from sweeper.executors.gpuhold import GpuHold
+
+    nvml = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.delenv("SWEEPER_GPU_HOLD", raising=False)
+    assert GpuHold.start_if(0) is None                     # no GPU here: nothing to hold
+    hold = GpuHold.start_if(2)
+    hold.close()
+    hold.close()
+    assert nvml.calls == ["init", "shutdown"]
+    monkeypatch.setenv("SWEEPER_GPU_HOLD", "0")
+    assert GpuHold.start_if(2) is None and nvml.calls == ["init", "shutdown"]
+
+
+def test_without_nvml_a_gpu_hold_holds_nothing_and_closes_quietly(monkeypatch):
+    from sweeper.executors.gpuhold import GpuHold
+
+    nvml = FakeNvml(fails=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.delenv("SWEEPER_GPU_HOLD", raising=False)
+    hold = GpuHold.start_if(1)
+    hold.close()
+    assert not hold.opened and nvml.calls == []
+
+
+def test_timeline_marks_are_written_only_where_asked_and_read_back_in_order(tmp_path, monkeypatch):
+    from sweeper import timeline
+
+    monkeypatch.delenv(timeline.VARIABLE, raising=False)
+    timeline.mark("nowhere")
+    path = tmp_path / "marks"
+    monkeypatch.setenv(timeline.VARIABLE, str(path))
+    timeline.mark("main")
+    timeline.mark("trial_start")
+    marks = timeline.read(str(path))
+    assert [(pid, name) for _, pid, name in marks] == [(os.getpid(), "main"), (os.getpid(), "trial_start")]
+    assert marks[0][0] <= marks[1][0] and abs(marks[0][0] - time.time()) < 60
+    assert timeline.read(str(tmp_path / "none")) == []
 
 
 def test_composing_outside_the_launcher_starts_nothing(early):

@@ -79,8 +79,17 @@ class LocalExecutor(Executor):
         self.queue: List[int] = []
         self.specs: Dict[int, Dict[str, Any]] = {}
         self.done: Dict[int, Outcome] = {}
+        self.hold = None
+
+    def begin(self) -> None:
+        """This machine's GPUs set up while the jobs are composed (sweeper/executors/gpuhold.py)."""
+        from sweeper.executors.gpuhold import GpuHold
+
+        if self.hold is None:
+            self.hold = GpuHold.start_if(visible_gpus())
 
     def start(self) -> ClusterShape:
+        self.begin()
         from sweeper.containment import is_child_subreaper, set_child_subreaper
 
         self.was_subreaper = is_child_subreaper()
@@ -93,6 +102,9 @@ class LocalExecutor(Executor):
         and the orphans it adopted meanwhile are reaped, not left as zombies."""
         from sweeper.containment import set_child_subreaper
 
+        if self.hold is not None:
+            self.hold.close()
+            self.hold = None
         if not getattr(self, "was_subreaper", True):
             set_child_subreaper(False)
         for child in _children():    # only those adopted during the sweep: the caller may wait on its own

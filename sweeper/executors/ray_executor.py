@@ -113,12 +113,18 @@ class RayExecutor(Executor):
         self.guard = None
         self.remote = None
         self.starter: Optional[_Starter] = None
+        self.hold = None
 
     # -- the cluster ------------------------------------------------------------------
     def begin(self) -> None:
         """Starts the node zygote (its torch import) and Ray in the background; `start` waits."""
         if self.starter is not None:
             return
+        if not self.cfg.address:                         # a local Ray: its trials use this machine's GPUs
+            from sweeper.executors.gpuhold import GpuHold
+            from sweeper.executors.local import visible_gpus
+
+            self.hold = GpuHold.start_if(visible_gpus())  # first: Ray's GPU detection needs the driver too
         if not self.cfg.address and not self.cfg.runtime_env:
             self.zygote = NodeZygote(self.preload)       # from this thread: it dies with its parent thread
         # Imported before Ray's thread forks its processes: this module registers fork hooks (a lock
@@ -143,6 +149,9 @@ class RayExecutor(Executor):
 
     def _connect_and_guard(self) -> None:
         self.started_ray = self._connect()
+        from sweeper.timeline import mark
+
+        mark("ray_ready")
         if self.started_ray:
             from sweeper.rayguard import guard_local_ray
 
@@ -246,6 +255,8 @@ class RayExecutor(Executor):
                 self.zygote.close()
             if self.starter is not None:
                 self.starter.release()                   # Ray's processes end with that thread, if not before
+            if self.hold is not None:
+                self.hold.close()
 
 
 def _disconnect_local_ray():
