@@ -11,8 +11,6 @@ Rows, each the wall time of a fresh command run from the project root:
   benchmarks/gpu_busy.py keeping the device busy for --one-s seconds (0.5);
 - N trials of --trial-s seconds, packed: span efficiency = N x L / (slots x span), the span
   from the first trial's start to the last one's end (trial.json), slots = GPUs (or CPUs).
-- with --without-hold, the sweeps again with SWEEPER_GPU_HOLD=0 (sweeper/executors/gpuhold.py):
-  what holding the GPUs' driver open saves, on a host whose GPUs are not in persistence mode.
 
 Every command runs with SWEEPER_TIMELINE set (sweeper/timeline.py): a second table gives, for
 the sweeps, the median second at which each phase was reached, and for the packed sweep where
@@ -75,16 +73,11 @@ def sweeper(out: Path, *args: str) -> List[str]:
     return [PYTHON, "-m", "sweeper", f"results_dir={out}", *args]
 
 
-NO_HOLD = {"SWEEPER_GPU_HOLD": "0"}
-WITHOUT_HOLD = ("local", "ray", "packed")       # the rows run again with NO_HOLD by --without-hold
-
-
-def commands(device: str, one_s: float, trials: int, trial_s: float,
-             without_hold: bool = False) -> Dict[str, Callable[[Path], List[str]]]:
+def commands(device: str, one_s: float, trials: int, trial_s: float) -> Dict[str, Callable[[Path], List[str]]]:
     """Row -> its command, given a fresh folder for its results."""
     one = trial_args(device, one_s)
     grid = ",".join(str(i) for i in range(trials))
-    made = {
+    return {
         "floor": lambda out: [PYTHON, "-c", floor_code(device)],
         "ray_init": lambda out: [PYTHON, "-c", "import ray; ray.init()"],
         "ray_init_shutdown": lambda out: [PYTHON, "-c", "import ray; ray.init(); ray.shutdown()"],
@@ -94,9 +87,6 @@ def commands(device: str, one_s: float, trials: int, trial_s: float,
         "ray": lambda out: sweeper(out, *one),
         "packed": lambda out: sweeper(out, *trial_args(device, trial_s), f"workload.seed={grid}"),
     }
-    if without_hold:
-        made.update({f"{name}_nohold": made[name] for name in WITHOUT_HOLD})
-    return made
 
 
 LABELS = {
@@ -108,9 +98,6 @@ LABELS = {
     "local": "one-trial sweep, `executor=local`",
     "ray": "**one-trial sweep through Ray (the default)**",
     "packed": "{trials} trials of {trial_s:g} s packed, whole command",
-    "local_nohold": "one-trial sweep, `executor=local`, SWEEPER_GPU_HOLD=0",
-    "ray_nohold": "one-trial sweep through Ray, SWEEPER_GPU_HOLD=0",
-    "packed_nohold": "{trials} trials of {trial_s:g} s packed, SWEEPER_GPU_HOLD=0",
 }
 
 
@@ -122,8 +109,7 @@ def run_round(cmds: Dict[str, Callable[[Path], List[str]]], out: Path, index: in
         folder = out / name / str(index)
         folder.mkdir(parents=True, exist_ok=True)
         marks = folder / "timeline.txt"
-        env = {timeline.VARIABLE: str(marks), **(NO_HOLD if name.endswith("_nohold") else {})}
-        run = run_timed(make(folder), env=bench_env(env), log=folder / "command.log")
+        run = run_timed(make(folder), env=bench_env({timeline.VARIABLE: str(marks)}), log=folder / "command.log")
         if run.returncode != 0:
             print(f"  {name}: exit {run.returncode}\n{run.tail(20)}", file=sys.stderr)
         found[name] = {"wall_s": run.wall_s if run.returncode == 0 else float("nan"),
@@ -283,8 +269,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=TRIALS, help=f"trials of the packed sweep ({TRIALS})")
     parser.add_argument("--trial-s", type=float, default=TRIAL_S, help=f"seconds of each packed trial ({TRIAL_S:g})")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda where there is a GPU")
-    parser.add_argument("--without-hold", action="store_true",
-                        help="also run the sweeps with SWEEPER_GPU_HOLD=0 (what the hold on the GPUs saves)")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for logs and startup.md (default results/benchmarks/startup-<time>)")
     return parser
@@ -297,7 +281,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     out = (args.out or ROOT / "results" / "benchmarks" / time.strftime("startup-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     print(f"startup: {machine_line()}, device {device}\n  logs under {out}", flush=True)
-    cmds = commands(device, args.one_s, args.trials, args.trial_s, args.without_hold)
+    cmds = commands(device, args.one_s, args.trials, args.trial_s)
     heavy = {"help": imports_of(["--help"]), "dry_run": imports_of(cmds["dry_run"](out / "imports")[3:])}
     rounds = [run_round(cmds, out, i) for i in range(args.runs)]
     text = report(rows_of(rounds, args, device, slots(device), heavy), rounds, args, device)

@@ -128,8 +128,8 @@ def warm_imports() -> None:
     """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis, and
     scipy.stats, which the analysis needs for any trial of two steps or more), imported before
     the first trial: with Ray, while Ray starts in the background; with in-process trials
-    (executor=local), while this machine's GPUs are set up (sweeper/executors/gpuhold.py), and
-    never during a trial, whose measurements they would share this process with."""
+    (executor=local), while torch is imported in the background (LocalExecutor.begin), and never
+    during a trial, whose measurements they would share this process with."""
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import scipy.stats  # noqa: F401

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -99,43 +100,27 @@ def test_the_local_executor_is_begun_early_too_and_handed_to_a_local_sweep_only(
     assert early == [other] and other.calls == []
 
 
-class FakeNvml:
-    def __init__(self, fails=False):
-        self.calls, self.fails = [], fails
+def test_in_process_trials_have_torch_imported_in_the_background_once(monkeypatch):
+    from sweeper.executors import local
 
-    def nvmlInit(self):
-        if self.fails:
-            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
-        self.calls.append("init")
-
-    def nvmlShutdown(self):
-        self.calls.append("shutdown")
-
-
-def test_a_gpu_hold_opens_nvml_once_where_there_are_gpus_and_shuts_it_once(monkeypatch):
-    from sweeper.executors.gpuhold import GpuHold
-
-    nvml = FakeNvml()
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    monkeypatch.delenv("SWEEPER_GPU_HOLD", raising=False)
-    assert GpuHold.start_if(0) is None                     # no GPU here: nothing to hold
-    hold = GpuHold.start_if(2)
-    hold.close()
-    hold.close()
-    assert nvml.calls == ["init", "shutdown"]
-    monkeypatch.setenv("SWEEPER_GPU_HOLD", "0")
-    assert GpuHold.start_if(2) is None and nvml.calls == ["init", "shutdown"]
+    imported = []
+    monkeypatch.setattr(local, "_import_torch", lambda: imported.append(threading.current_thread().name))
+    executor = local.LocalExecutor()
+    executor.begin()
+    executor.begin()                                       # begun early, then started: one import
+    executor.warming.join()
+    assert imported == ["sweeper-warm-torch"]
 
 
-def test_without_nvml_a_gpu_hold_holds_nothing_and_closes_quietly(monkeypatch):
-    from sweeper.executors.gpuhold import GpuHold
+def test_a_local_ray_is_started_without_its_api_server_and_ray_is_left_as_it_was():
+    from ray._private import node
 
-    nvml = FakeNvml(fails=True)
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    monkeypatch.delenv("SWEEPER_GPU_HOLD", raising=False)
-    hold = GpuHold.start_if(1)
-    hold.close()
-    assert not hold.opened and nvml.calls == []
+    from sweeper.executors.ray_executor import _without_api_server
+
+    original = node.Node.start_api_server
+    with _without_api_server():
+        assert node.Node.start_api_server(object(), include_dashboard=False, raise_on_failure=False) is None
+    assert node.Node.start_api_server is original
 
 
 def test_timeline_marks_are_written_only_where_asked_and_read_back_in_order(tmp_path, monkeypatch):

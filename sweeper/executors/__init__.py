@@ -10,9 +10,9 @@ To add one: subclass `Executor`, give it a name in `make_executor`, add the name
 exit codes and publishers are the same whichever ran the trials.
 
 A head start: inside the launcher's `head_start()`, the first composed and checked job calls
-`begin_early`, so that Ray, the node zygote and the hold on this machine's GPUs start while the
-other jobs are composed and all are checked and planned; `make_executor` then hands that
-executor over instead of starting another.
+`begin_early`, so that Ray and the node zygote (or, for in-process trials, torch's import) start
+while the other jobs are composed and all are checked and planned; `make_executor` then hands
+that executor over instead of starting another.
 """
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def head_start() -> Iterator[None]:
 
 def begin_early(config: Any) -> None:
     """Called with the first job's checked config, before the other jobs are composed: begins
-    its executor now (Ray and the node zygote; this machine's GPUs set up, sweeper/executors/
-    gpuhold.py) when the sweep runs trials. A config error in that job comes before anything
+    its executor now (Ray and the node zygote; for in-process trials, torch's import) when the
+    sweep runs trials. A config error in that job comes before anything
     starts; outside head_start (a test composing configs), nothing starts."""
     global _EARLY
     if not _ARMED or _EARLY is not None or not _runs_trials(config):

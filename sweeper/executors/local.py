@@ -16,9 +16,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, TextIO
+from typing import Any, Dict, List, Optional, Sequence, TextIO
 
 from sweeper.executors.base import Executor
 from sweeper.isolation import Outcome, collect, scratch_root
@@ -29,6 +30,13 @@ def _children() -> list:
     import psutil
 
     return psutil.Process().children()
+
+
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except Exception:         # the trial that needs it fails with the real error
+        pass
 
 
 def visible_gpus() -> int:
@@ -79,14 +87,15 @@ class LocalExecutor(Executor):
         self.queue: List[int] = []
         self.specs: Dict[int, Dict[str, Any]] = {}
         self.done: Dict[int, Outcome] = {}
-        self.hold = None
+        self.warming: Optional[threading.Thread] = None
 
     def begin(self) -> None:
-        """This machine's GPUs set up while the jobs are composed (sweeper/executors/gpuhold.py)."""
-        from sweeper.executors.gpuhold import GpuHold
-
-        if self.hold is None:
-            self.hold = GpuHold.start_if(visible_gpus())
+        """torch, which every trial's record imports (its fingerprint), imported in a thread while
+        the jobs are composed and the driver imports its own: seconds where reading a package's
+        files is slow. It is joined before the first trial, so nothing runs beside a trial."""
+        if self.warming is None:
+            self.warming = threading.Thread(target=_import_torch, name="sweeper-warm-torch", daemon=True)
+            self.warming.start()
 
     def start(self) -> ClusterShape:
         self.begin()
@@ -102,9 +111,6 @@ class LocalExecutor(Executor):
         and the orphans it adopted meanwhile are reaped, not left as zombies."""
         from sweeper.containment import set_child_subreaper
 
-        if self.hold is not None:
-            self.hold.close()
-            self.hold = None
         if not getattr(self, "was_subreaper", True):
             set_child_subreaper(False)
         for child in _children():    # only those adopted during the sweep: the caller may wait on its own
@@ -135,6 +141,7 @@ class LocalExecutor(Executor):
         from sweeper.containment import descendants, end_new_descendants
         from sweeper.trial import execute
 
+        self.warming.join()
         if self.before_trial is not None:
             self.before_trial()
         before = descendants()
