@@ -100,7 +100,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
-        warm_imports()
+        warm_imports(root)
         shape = executor.start()
         mark("executor_started")
         trials = plan(jobs, root, shape)
@@ -124,18 +124,19 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
     return code
 
 
-def warm_imports() -> None:
-    """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis, and
-    scipy.stats, which the analysis needs for any trial of two steps or more), imported before
-    the first trial: with Ray, while Ray starts in the background; with in-process trials
-    (executor=local), while torch is imported in the background (LocalExecutor.begin), and never
-    during a trial, whose measurements they would share this process with."""
+def warm_imports(root: RootConfig) -> None:
+    """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis), imported
+    while Ray starts in the background: off the way from the first trial to the table. With Ray,
+    scipy.stats too (seconds): the analysis needs it for any trial of two steps or more, and Ray's
+    start hides it; in-process trials (executor=local) import it only if the analysis does."""
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
-    import scipy.stats  # noqa: F401
 
     import sweeper.analysis.run  # noqa: F401
     import sweeper.publishers  # noqa: F401
+
+    if root.executor == "ray":
+        import scipy.stats  # noqa: F401
 
 
 def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:

@@ -85,31 +85,9 @@ def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
         executors.begin_early({})
         # a config error in a later job, or in the driver's checks: no sweep takes it
     assert [e.calls for e in early] == [["begin", "close"]]
-
-def test_the_local_executor_is_begun_early_too_and_handed_to_a_local_sweep_only(early):
-    from sweeper.executors.local import LocalExecutor
-
     with executors.head_start():
         executors.begin_early({"executor": "local"})
-        begun = executors._EARLY
-        assert isinstance(begun, LocalExecutor)
-        assert executors.make_executor(root_with(executor="local"), ["workloads.dataloader"]) is begun
-    with executors.head_start():
-        executors.begin_early({"executor": "local"})
-        other = executors.make_executor(root_with(), [])        # a Ray sweep: a Ray executor of its own
-    assert early == [other] and other.calls == []
-
-
-def test_in_process_trials_have_torch_imported_in_the_background_once(monkeypatch):
-    from sweeper.executors import local
-
-    imported = []
-    monkeypatch.setattr(local, "_import_torch", lambda: imported.append(threading.current_thread().name))
-    executor = local.LocalExecutor()
-    executor.begin()
-    executor.begin()                                       # begun early, then started: one import
-    executor.warming.join()
-    assert imported == ["sweeper-warm-torch"]
+    assert len(early) == 1                                # nothing begun for the local executor
 
 
 def test_a_local_ray_is_started_without_its_api_server_and_ray_is_left_as_it_was():

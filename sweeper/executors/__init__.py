@@ -10,9 +10,8 @@ To add one: subclass `Executor`, give it a name in `make_executor`, add the name
 exit codes and publishers are the same whichever ran the trials.
 
 A head start: inside the launcher's `head_start()`, the first composed and checked job calls
-`begin_early`, so that Ray and the node zygote (or, for in-process trials, torch's import) start
-while the other jobs are composed and all are checked and planned; `make_executor` then hands
-that executor over instead of starting another.
+`begin_early`, so that Ray and the node zygote start while the other jobs are composed and all
+are checked and planned; `make_executor` then hands that executor over instead of starting another.
 """
 from __future__ import annotations
 
@@ -28,30 +27,25 @@ _ARMED = False                         # inside the launcher's head_start
 
 
 def make_executor(root, preload: Sequence[str]) -> Executor:
-    early = _take_early(root)
-    if early is not None:
-        early.add_preload(preload)
-        return early
     if root.executor == "local":
         from sweeper.executors.local import LocalExecutor
 
         return LocalExecutor()
+    early = _take_early(root.ray)
+    if early is not None:
+        early.add_preload(preload)
+        return early
     from sweeper.executors.ray_executor import RayExecutor
 
     return RayExecutor(root.ray, preload)
 
 
-def _runs_trials(config: Any) -> bool:
-    """Whether a sweep with this (composed) config will start trials from this process: not a
-    dry run, not a suite (which runs each sweep as a process of its own)."""
-    overnight = config.get("overnight") or {}
-    return not config.get("dry_run", False) and not overnight.get("sweeps")
-
-
 def runs_on_ray(config: Any) -> bool:
     """Whether a sweep with this (composed) config will start trials on Ray: not a dry run, not
     the local executor, not a suite (which runs each sweep as a process of its own)."""
-    return config.get("executor", "ray") == "ray" and _runs_trials(config)
+    overnight = config.get("overnight") or {}
+    return (config.get("executor", "ray") == "ray" and not config.get("dry_run", False)
+            and not overnight.get("sweeps"))
 
 
 @contextlib.contextmanager
@@ -71,37 +65,26 @@ def head_start() -> Iterator[None]:
 
 
 def begin_early(config: Any) -> None:
-    """Called with the first job's checked config, before the other jobs are composed: begins
-    its executor now (Ray and the node zygote; for in-process trials, torch's import) when the
-    sweep runs trials. A config error in that job comes before anything
-    starts; outside head_start (a test composing configs), nothing starts."""
+    """Called with the first job's checked config, before the other jobs are composed: starts
+    Ray and the node zygote now when the sweep runs on Ray. A config error in that job comes
+    before anything starts; outside head_start (a test composing configs), nothing starts."""
     global _EARLY
-    if not _ARMED or _EARLY is not None or not _runs_trials(config):
+    if not _ARMED or _EARLY is not None or not runs_on_ray(config):
         return
     from sweeper.timeline import mark
 
     mark("first_job_composed")
-    if config.get("executor", "ray") == "local":
-        from sweeper.executors.local import LocalExecutor
+    from sweeper.executors.ray_executor import RayExecutor
 
-        _EARLY = LocalExecutor()
-    else:
-        from sweeper.executors.ray_executor import RayExecutor
-
-        _EARLY = RayExecutor(_ray_config(config.get("ray") or {}), preload=())
+    _EARLY = RayExecutor(_ray_config(config.get("ray") or {}), preload=())
     _EARLY.begin()
 
 
-def _take_early(root) -> Optional[Executor]:
-    """The executor begun by head_start, when it is this sweep's kind with its Ray settings."""
+def _take_early(ray_cfg) -> Optional[Executor]:
+    """The executor begun by head_start, when its Ray settings are this sweep's."""
     global _EARLY
     early, _EARLY = _EARLY, None
-    if early is None:
-        return None
-    from sweeper.executors.local import LocalExecutor
-
-    local = isinstance(early, LocalExecutor)
-    if (root.executor == "local") != local or (not local and early.cfg != root.ray):
+    if early is not None and early.cfg != ray_cfg:
         early.close()
         return None
     return early

@@ -22,12 +22,6 @@ class Executor:
     # starts while it runs is the trial's: the driver lets its background work finish first.
     before_trial: Optional[Callable[[], None]] = None
 
-    def begin(self) -> None:
-        """A head start, before the jobs are all composed and planned (executors/__init__.py)."""
-
-    def add_preload(self, modules: Sequence[str]) -> None:
-        """The workloads' modules, known once the jobs are composed (for an executor begun before)."""
-
     def start(self) -> ClusterShape:
         raise NotImplementedError
 

@@ -16,10 +16,9 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, TextIO
+from typing import Any, Dict, List, Sequence, TextIO
 
 from sweeper.executors.base import Executor
 from sweeper.isolation import Outcome, collect, scratch_root
@@ -30,13 +29,6 @@ def _children() -> list:
     import psutil
 
     return psutil.Process().children()
-
-
-def _import_torch() -> None:
-    try:
-        import torch  # noqa: F401
-    except Exception:         # the trial that needs it fails with the real error
-        pass
 
 
 def visible_gpus() -> int:
@@ -87,18 +79,8 @@ class LocalExecutor(Executor):
         self.queue: List[int] = []
         self.specs: Dict[int, Dict[str, Any]] = {}
         self.done: Dict[int, Outcome] = {}
-        self.warming: Optional[threading.Thread] = None
-
-    def begin(self) -> None:
-        """torch, which every trial's record imports (its fingerprint), imported in a thread while
-        the jobs are composed and the driver imports its own: seconds where reading a package's
-        files is slow. It is joined before the first trial, so nothing runs beside a trial."""
-        if self.warming is None:
-            self.warming = threading.Thread(target=_import_torch, name="sweeper-warm-torch", daemon=True)
-            self.warming.start()
 
     def start(self) -> ClusterShape:
-        self.begin()
         from sweeper.containment import is_child_subreaper, set_child_subreaper
 
         self.was_subreaper = is_child_subreaper()
@@ -141,7 +123,6 @@ class LocalExecutor(Executor):
         from sweeper.containment import descendants, end_new_descendants
         from sweeper.trial import execute
 
-        self.warming.join()
         if self.before_trial is not None:
             self.before_trial()
         before = descendants()
