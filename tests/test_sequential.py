@@ -115,12 +115,34 @@ def test_the_baseline_gets_twice_a_cells_repeats_first_then_sqrt_of_the_open_cel
     assert seq.baseline_target(3, 4, design, 4) == 6 and seq.baseline_target(3, 1, design, 4) == 4
 
 
-def test_the_stratum_variance_is_pooled_but_never_below_the_pairs_own():
+def test_the_stratum_variance_is_pooled_and_a_cell_significantly_noisier_is_judged_with_its_own():
     quiet, noisy = np.log([1.0, 1.001, 0.999]), np.log([1.0, 1.2, 0.8])
     stratum = seq.pooled([quiet, quiet, noisy])
-    assert seq.contrast(noisy, quiet, stratum).se > seq.contrast(quiet, quiet + 0.01, stratum).se
+    assert seq.noisier(noisy, stratum) and not seq.noisier(quiet, stratum)
+    own_se, _ = seq.welch(noisy, quiet)
+    assert seq.contrast(noisy, quiet, stratum).se == pytest.approx(own_se)
+    pooled_se = math.sqrt(stratum[0] * (1 / 3 + 1 / 3))
+    assert seq.contrast(quiet + 0.01, quiet, stratum).se == pytest.approx(pooled_se)
     swapped = seq.contrast(quiet + 0.1, quiet, stratum), seq.contrast(quiet, quiet + 0.1, stratum)
     assert swapped[0].d == pytest.approx(-swapped[1].d) and swapped[0].p() == pytest.approx(swapped[1].p())
+
+
+def test_a_cell_with_no_sign_of_an_effect_stops_at_the_first_look_though_more_repeats_might_show_it_within():
+    design = seq.Design(first=2)
+    values = {"base": dict(enumerate(np.exp([0.02, -0.02, 0.02, -0.02]))), "c0": dict(enumerate(np.exp([0.02, -0.02])))}
+    found = seq.replay(values, {"c0": 2}, "base", design).decisions["c0"]
+    assert found.high > 1 + design.min_effect                      # not yet within 5%
+    assert (found.verdict, found.reason, found.n) == (NO_CHANGE, seq.DECIDED, 2)
+
+
+def test_a_cell_closed_at_a_look_lends_the_later_looks_only_the_repeats_it_ran():
+    design = seq.Design(first=2)
+    values, _ = _stratum([0.30, 0.05], 0.02, design, seed=2)
+    ran = seq.replay(values, {"c0": 2, "c1": design.max_repeats}, "base", design).decisions
+    assert not ran["c0"].is_open and ran["c0"].n == 2 and ran["c1"].n > 3
+    values["c0"].update({r: v * (3.0 if r % 2 else 0.3) for r, v in values["c0"].items() if r >= 2})
+    replayed = seq.replay(values, {"c0": design.max_repeats, "c1": design.max_repeats}, "base", design).decisions
+    assert replayed == ran                  # its wild later values, never run by the sweep, change nothing
 
 
 def test_a_and_a_sweeps_seldom_call_anything_faster_or_slower():
@@ -193,12 +215,12 @@ def test_after_a_round_only_the_open_cells_get_another_repeat(tmp_path):
 
     root, trials, records = _first_round(tmp_path)
     rounds = Rounds(root, trials)
-    assert rounds.most_after_first() == 2 * (6 - 2) + (9 - 4)     # the baseline to sqrt(2) x 6, rounded up
+    assert rounds.most_after_first() == 2 * (7 - 2) + (10 - 4)    # the baseline to sqrt(2) x 7, rounded up
     more, left = rounds.next_round(records)
     decided = rounds.last["base"].decisions
     assert decided["slow"].verdict == SLOWER and not decided["slow"].is_open
     assert [t.trial_id for t in more] == ["near-2"] and decided["near"].is_open
-    assert left == (6 - 3) + (6 - 4)            # near to its maximum, the baseline to sqrt(1) x 6
+    assert left == (7 - 3) + (7 - 4)            # near to its maximum, the baseline to sqrt(1) x 7
     assert rounds.line().startswith("repeats=auto: ") and "1 slower" in rounds.line()
 
 
@@ -274,12 +296,12 @@ def test_the_stopping_rule_reads_each_repeats_value_as_the_analysis_computes_it_
 
 def _noisy_cell_alarms(sweeps: int) -> float:
     """A/A sweeps where one cell is five times noisier than the baseline and the others."""
-    design = seq.Design(max_repeats=6, first=2)
+    design = seq.Design(first=2)
     rng, alarms = np.random.default_rng(11), 0
     for _ in range(sweeps):
         values = {"base": _values(rng, 0.0, 0.02, 24)}
-        values.update({f"c{i}": _values(rng, 0.0, cv, 6) for i, cv in enumerate([0.02, 0.02, 0.02, 0.02, 0.10])})
-        found = seq.replay(values, {c: 6 for c in values if c != "base"}, "base", design).decisions.values()
+        values.update({f"c{i}": _values(rng, 0.0, cv, 7) for i, cv in enumerate([0.02, 0.02, 0.02, 0.02, 0.10])})
+        found = seq.replay(values, {c: 7 for c in values if c != "base"}, "base", design).decisions.values()
         alarms += any(d.verdict in (FASTER, SLOWER) for d in found)
     return alarms / sweeps
 

@@ -36,6 +36,8 @@ OPEN = ""                                  # reason of a cell that may still get
 DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
 FAILED_REPEAT = "a repeat failed"        # an open cell whose last repeat failed gets no more (its row says why)
 Values = Mapping[int, float]               # repeat number -> the repeat's value (NaN: failed)
+NOISIER_LEVEL = 0.05                       # a cell's variance above the stratum's at this level: Welch's test
+WITHIN_SPENDING = "pocock"                 # the "within" interval's own spending (an equivalence claim, TOST)
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,10 @@ class Design:
     """What a sequential comparison is judged with (from analysis.* and sequential.*)."""
     alpha: float = 0.05
     min_effect: float = 0.05
-    max_repeats: int = 6
+    max_repeats: int = 7
     first: int = 2                        # repeats per cell of the first round (first_round computes it)
     spending: str = "obrien_fleming"
-    futility: float = 0.35
+    futility: float = 0.5
     higher_is_better: bool = True
     race: bool = False                    # analysis.objective=fastest: drop cells clearly worse than the leader
 
@@ -125,17 +127,35 @@ def welch(cell: np.ndarray, ref: np.ndarray) -> Tuple[float, float]:
     return math.sqrt(a + b), float(df)
 
 
+def noisier(cell: np.ndarray, stratum: Tuple[float, int]) -> bool:
+    """Whether the cell's own variance is significantly above the rest of the stratum's pooled one
+    (one-sided F test at NOISIER_LEVEL): its quieter neighbours' noise would then flatter it."""
+    var, df = stratum
+    own_df, rest_df = cell.size - 1, df - (cell.size - 1)
+    if own_df < 1 or rest_df < 1 or not var > 0:
+        return False
+    own = cell.var(ddof=1)
+    rest = (var * df - own * own_df) / rest_df
+    if not rest > 0:
+        return True
+    from scipy import stats as sps
+
+    return bool(sps.f.sf(own / rest, own_df, rest_df) < NOISIER_LEVEL)
+
+
 def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int]) -> Contrast:
-    """cell against ref with the stratum's pooled variance, or the pair's own (Welch's, each side
-    its own variance) when that gives the larger standard error: a noisier cell is not judged
-    with its quieter neighbours' noise, nor with the baseline's."""
+    """cell against ref with the stratum's pooled variance; a cell significantly noisier than the
+    rest (`noisier`) is judged with the pair's own variances instead (Welch's), when that gives
+    the larger standard error. Not always Welch's: with 2 repeats a side it has 1 to 3 degrees of
+    freedom, and its t quantile would hide every effect the pooled test sees."""
     if not (cell.size and ref.size):
         return Contrast(math.nan, math.nan, 0)
     var, df = stratum
     se = math.sqrt(var * (1 / cell.size + 1 / ref.size)) if df > 0 else math.nan
-    pair_se, pair_df = welch(cell, ref)
-    if pair_df > 0 and not pair_se <= se:
-        se, df = pair_se, pair_df
+    if noisier(cell, stratum):
+        pair_se, pair_df = welch(cell, ref)
+        if pair_df > 0 and not pair_se <= se:
+            se, df = pair_se, pair_df
     return Contrast(float(cell.mean() - ref.mean()), se, df)
 
 
@@ -148,11 +168,10 @@ def _direction(ratio: float, design: Design) -> str:
     return FASTER if (ratio > 1) == design.higher_is_better else SLOWER
 
 
-def _futile(c: Contrast, round_: int, design: Design, final_level: float, width_level: float) -> bool:
+def _futile(c: Contrast, round_: int, design: Design, final_level: float) -> bool:
     """Whether the cell can no longer be decided by its maximum: its predictive power (the
     chance to end significant, averaged over what its data say the effect may be: Spiegelhalter,
-    Freedman and Blackburn 1986, on the B-value of Lan and Wittes) is below design.futility,
-    and the interval at its maximum, projected, could not fit inside +-min_effect."""
+    Freedman and Blackburn 1986, on the B-value of Lan and Wittes) is below design.futility."""
     t = round_ / design.max_repeats
     if t >= 1 or not (c.se > 0):
         return False
@@ -161,8 +180,7 @@ def _futile(c: Contrast, round_: int, design: Design, final_level: float, width_
     b = c.d / c.se * math.sqrt(t)
     bound, mean, spread = sps.norm.isf(final_level / 2), b / t, math.sqrt((1 - t) / t)
     power = sps.norm.sf((bound - mean) / spread) + sps.norm.cdf((-bound - mean) / spread)
-    half = sps.norm.isf(width_level / 2) * c.se * math.sqrt(t)
-    return power < design.futility and abs(c.d) + half >= math.log1p(design.min_effect)
+    return power < design.futility
 
 
 def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int, design: Design,
@@ -178,7 +196,7 @@ def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int,
         return replace(base, verdict=within(design.min_effect), reason=DECIDED, rejected=significant)
     if round_ >= design.max_repeats:
         return replace(base, verdict=NO_CHANGE, reason=AT_MAX)
-    if _futile(c, round_, design, final_level, width_level):
+    if _futile(c, round_, design, final_level):
         return replace(base, verdict=NO_CHANGE, reason=DECIDED)
     return base
 
@@ -191,7 +209,7 @@ def look(data: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str
     found = {c: contrast(data[c], data[baseline], stratum) for c in open_cells}
     order = sorted(open_cells, key=lambda c: (not math.isfinite(found[c].p()), found[c].p(), c))
     left = max(comparisons - rejected, 1)
-    width = _level(design, round_, min(2 * design.alpha, 0.5))     # TOST's (1 - 2 alpha) interval, per comparison
+    width = boundaries.level(round_, design.first, design.max_repeats, min(2 * design.alpha, 0.5), WITHIN_SPENDING)
     final = boundaries.level(design.max_repeats, design.first, design.max_repeats, design.alpha / left,
                              design.spending)
     out, stepping = {}, True
@@ -259,15 +277,17 @@ class Replayed:
 
 def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: str,
            design: Design) -> Replayed:
-    """Every look of one stratum, in order, as the sweep took them: at round r, each cell's
-    repeats before r and the baseline's first `baseline_target` ones. A cell decided at a
-    look keeps that decision; OPEN ones may get another round."""
+    """Every look of one stratum, in order, as the sweep took them: at round r, each open cell's
+    repeats before r, each closed cell's before the round that closed it (the sweep ran no more),
+    and the baseline's first `baseline_target` ones. A cell decided at a look keeps that decision;
+    OPEN ones may get another round."""
     cells = [c for c in values if c != baseline]
     out: Dict[str, Decision] = {c: Decision(c) for c in cells}
     rejected, comparisons, base = 0, len(cells), baseline_target(design.first, len(cells), design, 0)
-    used = base
+    used, upto = base, {c: design.first for c in cells}
     for r in range(design.first, max([rounds.get(c, 0) for c in cells] + [0]) + 1):
-        data = {c: _upto(values[c], base if c == baseline else r) for c in values}
+        upto.update({c: r for c in cells if out[c].is_open})
+        data = {c: _upto(values[c], base if c == baseline else upto[c]) for c in values}
         open_now = [c for c in cells if out[c].is_open and rounds.get(c, 0) >= r]
         if not open_now:
             break

@@ -14,12 +14,12 @@ AUTO = "auto"
 class SequentialConfig:
     # repeats=auto: rounds of repeats, each cell judged against its baseline after every round
     # and stopped once decided (sweeper/analysis/sequential.py, docs/analysis.md#repeats-auto).
-    max_repeats: int = 6                 # a cell's most repeats; it stops there, decided or not
+    max_repeats: int = 7                 # a cell's most repeats; it stops there, decided or not
     first_round: Optional[int] = None    # repeats per cell before the first look; null: the fewest
                                          # with which the first look can decide (computed)
     spending: str = "obrien_fleming"     # how alpha is spent over the looks: obrien_fleming (most of it
                                          # kept for the last look: power) or pocock (more early stops)
-    futility: float = 0.35               # an undecided cell stops as "no detectable change" once its
+    futility: float = 0.5                # an undecided cell stops as "no detectable change" once its
                                          # predictive power to end significant is below this
 
     def check(self) -> None:
