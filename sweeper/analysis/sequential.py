@@ -9,11 +9,12 @@ once decided, at its maximum, when its last repeat failed, or when the sweep's b
 docs/analysis.md#repeats-auto gives the method and its assumptions:
 
 - the test: Student's t on the log of each repeat's value (one value per repeat, the unit of
-  evidence), its variance pooled over the stratum's cells, its standard error never below the
-  pair's own Welch one;
+  evidence), its variance pooled over the stratum's cells; a cell significantly noisier than the
+  rest is judged with the pair's own (Welch's) variances;
 - repeated looks: Lan-DeMets alpha spending per comparison (boundaries.py), information
   fraction = round / max_repeats; multiplicity: Holm at every look over the stratum's
-  comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure);
+  comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure); the
+  "within" interval (an equivalence claim) spends its own 2 alpha, Pocock-type;
 - stopping for futility never raises the false-alarm rate (it only forgoes rejections).
 
 `replay` is the one rule: the sweep calls it after every round to choose what runs next,
