@@ -16,7 +16,8 @@ from typing import Callable, Sequence, Tuple
 
 import numpy as np
 
-SPENDING = ("pocock", "obrien_fleming")
+from sweeper.schema.run import SPENDING   # the spending functions sequential.spending may name
+
 _GRID = np.linspace(-9.0, 9.0, 901)       # B-values, B(t) = Z(t) sqrt(t); var B(t) = t <= 1
 _STEP = float(_GRID[1] - _GRID[0])
 _SQUARED_GAPS = (_GRID[:, None] - _GRID[None, :]) ** 2

@@ -30,6 +30,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from sweeper.analysis import boundaries
+from sweeper.schema import AnalysisConfig, SequentialConfig
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 
 UNDECIDED = "undecided"
@@ -43,13 +44,14 @@ WITHIN_SPENDING = "pocock"                 # the "within" interval's own spendin
 
 @dataclass(frozen=True)
 class Design:
-    """What a sequential comparison is judged with (from analysis.* and sequential.*)."""
-    alpha: float = 0.05
-    min_effect: float = 0.05
-    max_repeats: int = 7
+    """What a sequential comparison is judged with (from analysis.* and sequential.*; the
+    defaults are theirs, read from the schema, the one home of each)."""
+    alpha: float = AnalysisConfig.alpha
+    min_effect: float = AnalysisConfig.min_effect
+    max_repeats: int = SequentialConfig.max_repeats
     first: int = 2                        # repeats per cell of the first round (first_round computes it)
-    spending: str = "obrien_fleming"
-    futility: float = 0.5
+    spending: str = SequentialConfig.spending
+    futility: float = SequentialConfig.futility
     higher_is_better: bool = True
     race: bool = False                    # analysis.objective=fastest: drop cells clearly worse than the leader
 
