@@ -13,10 +13,11 @@ import math
 import re
 import textwrap
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper.analysis import pitfalls
+from sweeper.analysis import findings, pitfalls
 from sweeper.analysis.overlap import loader_words, trial_overlap
 from sweeper.analysis.cost import unpriced_line
 from sweeper.analysis.recommend import format_recommendation
@@ -346,3 +347,31 @@ def test_a_sweep_of_known_phase_times(tmp_path, sweeper_cli):
     report = (run / "report.md").read_text()
     assert "## Warnings" in report and "[shards]" in report and "## Overlap projection" in report
     assert "$/M samples" in report
+
+
+# -- slow repeats: a busy machine's mark ---------------------------------------------------------
+def _repeats(per_cell, spread, seed=0):
+    """cell -> (repeats, items/s): log-normal repeats with this spread, trial ids CELL-R."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"trial_id": f"{cell}-{r}", "cell_id": cell,
+                          "items_per_s": speed * math.exp(rng.normal(0.0, spread))}
+                         for cell, (count, speed) in per_cell.items() for r in range(count)])
+
+
+def test_a_repeat_far_below_its_cell_is_named_with_how_far_and_quiet_repeats_are_not():
+    repeats = _repeats({"base": (4, 100.0), "a": (2, 100.0), "b": (2, 90.0)}, spread=0.01)
+    assert findings.slow_repeat_notes(repeats) == []
+    repeats.loc[repeats["trial_id"] == "base-1", "items_per_s"] *= 0.7       # one repeat under load
+    notes = findings.slow_repeat_notes(repeats)
+    assert len(notes) == 1 and "base-1 (3" in notes[0] and "a-" not in notes[0] and "quiet machine" in notes[0]
+    assert list(findings.slow_repeats(repeats)["trial_id"]) == ["base-1"]
+
+
+def test_a_noisy_workload_is_not_called_slow_for_its_own_spread_nor_a_fast_repeat():
+    noisy = _repeats({"base": (10, 100.0), "a": (10, 80.0)}, spread=0.08, seed=3)   # 8% a repeat, symmetric
+    assert findings.slow_repeats(noisy).empty
+    fast = _repeats({"base": (4, 100.0), "a": (2, 100.0)}, spread=0.01)
+    fast.loc[fast["trial_id"] == "base-2", "items_per_s"] *= 1.4            # faster: no machine does that by load
+    assert findings.slow_repeats(fast).empty
+    single = _repeats({"base": (1, 100.0), "a": (1, 60.0)}, spread=0.01)      # one repeat a cell: nothing to compare
+    assert findings.slow_repeat_notes(single) == []

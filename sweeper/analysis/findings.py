@@ -3,9 +3,11 @@ the fleet's slow devices, and the notes that say what the verdicts cannot. Pure:
 returns new values and changes none of its inputs."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pandas as pd
 
 from sweeper.analysis import cost as costs
@@ -74,4 +76,44 @@ def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[S
                      "use analysis.metric=p50")
     if "ci_over" in cells and (cells["ci_over"] == "none").any():
         notes.append("some cells have no steps.parquet: their figures come from the summary, without intervals")
-    return notes
+    return notes + slow_repeat_notes(repeats)
+
+
+# A repeat is called slow when its items/s lies this many typical spreads below its cell's
+# median, and at least SLOW_AT_LEAST below it: a busy machine slows a repeat, never speeds it.
+SLOW_SPREADS = 5.0
+SLOW_AT_LEAST = 0.10
+
+
+def slow_repeats(repeats: pd.DataFrame) -> pd.DataFrame:
+    """The repeats far below their cell's median items/s, with how far (`below`, a fraction). The
+    typical spread is the median distance of every repeat from its cell's median (log scale), so
+    one slow repeat does not hide itself by widening it."""
+    rows = repeats[["trial_id", "cell_id", "items_per_s"]].dropna()
+    rows = rows[rows["items_per_s"] > 0]
+    rows = rows[rows.groupby("cell_id")["cell_id"].transform("size") >= 2]
+    if rows.empty:
+        return rows.assign(below=[])
+    logs = np.log(rows["items_per_s"].to_numpy(dtype=float))
+    centre = np.log(rows.groupby("cell_id")["items_per_s"].transform("median").to_numpy(dtype=float))
+    typical = float(np.median(np.abs(logs - centre)))
+    limit = max(SLOW_SPREADS * typical, -math.log1p(-SLOW_AT_LEAST))
+    slow = rows.assign(below=1 - np.exp(logs - centre))
+    return slow[centre - logs > limit]
+
+
+def slow_repeat_notes(repeats: pd.DataFrame) -> List[str]:
+    """One line when some repeats ran far slower than the rest of their cell: the machine was
+    likely busy then, and a verdict judged with them (most of all repeats=auto's early ones,
+    from 2 repeats a cell) may read "no detectable change" for a real change."""
+    if repeats.empty or "items_per_s" not in repeats:
+        return []
+    slow = slow_repeats(repeats)
+    if slow.empty:
+        return []
+    worst = slow.sort_values("below", ascending=False)
+    named = ", ".join(f"{t} ({b:.0%} below)" for t, b in zip(worst["trial_id"][:3], worst["below"][:3]))
+    more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+    return [f"slow repeats: {named}{more} ran far below their cell's other repeats (items/s): the machine "
+            f"was likely busy then, and verdicts judged with them may miss real changes; run again on a "
+            f"quiet machine"]
