@@ -40,6 +40,7 @@ RUNS = 3              # runs of each command; the table shows medians
 ONE_S = 0.5           # the one-trial sweeps' trial: seconds of device work
 TRIALS = 8            # the packed sweep: how many trials ...
 TRIAL_S = 3.0         # ... of how many seconds each
+nan = float("nan")
 HEAVY = ("ray", "torch", "wandb", "scipy", "nvidia", "pandas", "pyarrow")   # none of these in --help
 FORBIDDEN = ("ray", "torch")                                                 # nor in a dry run
 OFF = ["wandb.enabled=false", "report.enabled=false", "history.enabled=false"]
@@ -231,7 +232,6 @@ def trial_spans(marks: List[tuple], times: List[dict]) -> Dict[str, List[float]]
     return out
 
 
-nan = float("nan")
 SPAN_PARTS = ("before the workload (fork, fingerprint, probe)", "workload: CUDA start",
               "workload: operands and first matmul", "after the workload (probe's end, record)",
               "record back to the driver", "driver to the next trial's start")

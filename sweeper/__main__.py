@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from sweeper import cli, exitcodes
 from sweeper.config import register_configs
 from sweeper.confdir import conf_dir
+from sweeper.timeline import mark
 
 CONF_DIR = str(conf_dir())   # inside the installed package, or the checkout's conf/
 
@@ -48,8 +49,6 @@ INTERRUPTED = "while starting or ending: finished trials are kept; add resume=la
 
 def main(argv: Optional[List[str]] = None) -> int:
     """The command, behind the one error boundary (sweeper.cli): returns the exit code."""
-    from sweeper.timeline import mark
-
     mark("main")
     args = quote_shard_patterns(list(sys.argv[1:] if argv is None else argv))
     return cli.run(lambda: sweep(args), interrupted=INTERRUPTED)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Dict, Optional, Set
 
 from sweeper import containment
+from sweeper.timeline import mark
 
 STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
 
@@ -306,8 +307,6 @@ def main() -> None:
     os.dup2(2, 1)                    # stray prints go to stderr
     _preload()
     _freeze()
-    from sweeper.timeline import mark
-
     mark("zygote_ready")
     ready.write(json.dumps({"ready": os.getpid()}) + "\n")
     ready.close()

@@ -127,7 +127,6 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
             mark("workload_start")
             extra = load_workload(cfg.workload.target)(cfg, probe) or {}
             mark("workload_end")
-        mark("probe_stopped")
         rows = probe.rows                     # read back once: the summary and steps.parquet share them
         record.figures = {**probe.figures, **extra}
         record.summary = probe.summary(rows)

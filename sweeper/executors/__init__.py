@@ -19,6 +19,7 @@ import contextlib
 from typing import Any, Iterator, Optional, Sequence
 
 from sweeper.executors.base import Executor, TrialLost
+from sweeper.timeline import mark
 
 __all__ = ["Executor", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]
 
@@ -71,8 +72,6 @@ def begin_early(config: Any) -> None:
     global _EARLY
     if not _ARMED or _EARLY is not None or not runs_on_ray(config):
         return
-    from sweeper.timeline import mark
-
     mark("first_job_composed")
     from sweeper.executors.ray_executor import RayExecutor
 

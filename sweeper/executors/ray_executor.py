@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 from sweeper.executors.base import Executor, TrialLost
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
+from sweeper.timeline import mark
 
 
 def ray_session_dir() -> Optional[str]:
@@ -144,8 +145,6 @@ class RayExecutor(Executor):
 
     def _connect_and_guard(self) -> None:
         self.started_ray = self._connect()
-        from sweeper.timeline import mark
-
         mark("ray_ready")
         if self.started_ray:
             from sweeper.rayguard import guard_local_ray
@@ -257,9 +256,9 @@ class RayExecutor(Executor):
 def _without_api_server() -> Iterator[None]:
     """A local Ray started without its API server. With include_dashboard=False Ray 2.x still
     starts that Python process (for its usage statistics) and waits until it has published its
-    address before it starts the raylet: seconds on the critical path of every sweep (1.7 s of
-    a 4.2 s ray.init on a 2-core VM). The driver reads nothing from it: no dashboard, job or
-    state API. Only the start made here goes without it; a Ray without this method is left as is."""
+    address before it starts the raylet: on the critical path of every sweep (without it Ray
+    was up 1.6 s sooner on an H200, docs/performance.md). The driver reads nothing from it: no
+    dashboard, job or state API. Only the start made here goes without it; a Ray without this method is left as is."""
     from ray._private import node
 
     original = getattr(node.Node, "start_api_server", None)
