@@ -20,6 +20,7 @@ analysis.min_effect of it.
 
     python benchmarks/sequential_sim.py                       # 2,000 sweeps, 2 processes: ~2 min on 2 cores
     python benchmarks/sequential_sim.py --sweeps 200 --jobs 1
+    python benchmarks/sequential_sim.py --slow 0.08            # 8% of repeats slowed by a busy machine
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ EFFECTS = (0.0, 0.03, 0.05, 0.10, 0.30)
 CV_RANGE = (0.01, 0.10)
 RULES = ("repeats=5", "repeats=10", "adaptive (removed)", "auto", "auto + race")
 BASE = "base"
+SLOWED_BY = (0.10, 0.40)             # --slow: how much a busy machine takes off a repeat
 MAX_DRAWS = 20                       # values drawn per cell: enough for every rule
 
 
@@ -65,7 +67,13 @@ class Sweep:
             else 1.0 - self.effects[int(cell[1:])]
 
 
-def draw(rng: np.random.Generator, aa: bool) -> Sweep:
+def slowed(rng: np.random.Generator, values: np.ndarray, share: float) -> np.ndarray:
+    """The values with `share` of them (at random) slowed by 10-40%, as a busy machine slows a repeat."""
+    hit = rng.random(values.size) < share
+    return values * np.where(hit, 1 - rng.uniform(*SLOWED_BY, values.size), 1.0)
+
+
+def draw(rng: np.random.Generator, aa: bool, slow_share: float = 0.0) -> Sweep:
     cv = float(math.exp(rng.uniform(*np.log(CV_RANGE))))
     signs = rng.choice([-1.0, 1.0], len(EFFECTS))
     effects = tuple(0.0 for _ in EFFECTS) if aa else tuple(float(s * e) for s, e in zip(signs, EFFECTS))
@@ -73,6 +81,8 @@ def draw(rng: np.random.Generator, aa: bool) -> Sweep:
     values = {BASE: np.exp(rng.normal(0.0, cv, 2 * MAX_DRAWS))}
     for cell in sweep.cells:
         values[cell] = np.exp(rng.normal(math.log(sweep.speed(cell)), cv, MAX_DRAWS))
+    if slow_share > 0:
+        values = {c: slowed(rng, v, slow_share) for c, v in values.items()}
     return Sweep(cv, effects, values)
 
 
@@ -143,12 +153,12 @@ def judge(sweep: Sweep, design: seq.Design, cfg: AnalysisConfig) -> Dict[str, tu
 
 
 def chunk(args) -> List[Tuple[bool, Dict[str, tuple]]]:
-    seed, count, design = args
+    seed, count, design, slow_share = args
     rng, cfg = np.random.default_rng(seed), AnalysisConfig()
     rows = []
     for i in range(count):
         aa = i % 2 == 0
-        rows.append((aa, judge(draw(rng, aa), design, cfg)))
+        rows.append((aa, judge(draw(rng, aa, slow_share), design, cfg)))
     return rows
 
 
@@ -185,8 +195,9 @@ def table(rows: List[Tuple[bool, Dict[str, tuple]]]) -> str:
     return "\n".join(lines)
 
 
-def simulate(sweeps: int, jobs: int, seed: int, design: seq.Design) -> List[Tuple[bool, Dict[str, tuple]]]:
-    parts = [(seed + i, sweeps // jobs + (i < sweeps % jobs), design) for i in range(jobs)]
+def simulate(sweeps: int, jobs: int, seed: int, design: seq.Design,
+             slow_share: float = 0.0) -> List[Tuple[bool, Dict[str, tuple]]]:
+    parts = [(seed + i, sweeps // jobs + (i < sweeps % jobs), design, slow_share) for i in range(jobs)]
     if jobs == 1:
         return [row for part in parts for row in chunk(part)]
     with ProcessPoolExecutor(jobs) as pool:
@@ -198,6 +209,8 @@ def main(argv: Sequence[str] = ()) -> str:
     parser.add_argument("--sweeps", type=int, default=2000, help="simulated sweeps, half A/A (default 2000)")
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slow", type=float, default=0.0,
+                        help="share of repeats a busy machine slows by 10-40%% (default 0)")
     defaults = SequentialConfig()
     parser.add_argument("--max-repeats", type=int, default=defaults.max_repeats, help="sequential.max_repeats")
     parser.add_argument("--futility", type=float, default=defaults.futility, help="sequential.futility")
@@ -208,10 +221,10 @@ def main(argv: Sequence[str] = ()) -> str:
     bounds.check()
     design = seq.design_for(cfg, bounds, len(EFFECTS))
     started = time.monotonic()
-    rows = simulate(args.sweeps, args.jobs, args.seed, design)
+    rows = simulate(args.sweeps, args.jobs, args.seed, design, args.slow)
     text = (f"{args.sweeps} simulated sweeps (half A/A), a baseline and {len(EFFECTS)} cells each, effects "
             f"{', '.join(f'{e:.0%}' for e in EFFECTS)} either way, per-repeat CV {CV_RANGE[0]:.0%}-{CV_RANGE[1]:.0%} "
-            f"(log-uniform); alpha {cfg.alpha}, min_effect {cfg.min_effect}; repeats=auto: first round "
+            f"(log-uniform){f', {args.slow:.0%} of repeats slowed by 10-40%' if args.slow else ''}; alpha {cfg.alpha}, min_effect {cfg.min_effect}; repeats=auto: first round "
             f"{design.first}, max {design.max_repeats}, {design.spending} spending, futility {design.futility}\n\n"
             f"{table(rows)}\n\n({time.monotonic() - started:.0f} s, {args.jobs} process(es))")
     print(text)

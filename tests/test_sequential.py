@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeper.analysis import boundaries, sequential as seq
+from sweeper.analysis import boundaries, sequential as seq, slow
 from sweeper.analysis.run import analyze_run
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 from sweeper.schema import AnalysisConfig, SequentialConfig
@@ -308,3 +308,43 @@ def _noisy_cell_alarms(sweeps: int) -> float:
 
 def test_a_cell_noisier_than_its_neighbours_is_judged_with_its_own_noise():
     assert _noisy_cell_alarms(400) <= 0.05
+
+
+# -- slow repeats: a busy machine's one slow value ----------------------------------------------
+def _shifted_cells(slowed: tuple):
+    """The +0, +3, +10 and +30%-slower cells at 1.5% noise, with repeat `slowed` = (cell, repeat) 30% slow."""
+    rng = np.random.default_rng(1)
+    values = {"base": _values(rng, 0.0, 0.015, 28)}
+    values.update({f"c{i}": _values(rng, e, 0.015, 7) for i, e in enumerate([0.0, 0.03, 0.10, 0.30])})
+    cell, repeat = slowed
+    values[cell][repeat] *= 0.7
+    return values
+
+
+def test_a_slow_baseline_repeat_is_left_out_and_the_real_slowdowns_are_still_found():
+    values = _shifted_cells(("base", 1))
+    found = seq.closed(seq.replay(values, {c: 7 for c in values if c != "base"}, "base", seq.Design(first=2)).decisions)
+    assert (found["c2"].verdict, found["c3"].verdict) == (SLOWER, SLOWER)
+    assert found["c0"].verdict not in (FASTER, SLOWER) and found["c1"].verdict not in (FASTER, SLOWER)
+    assert found["c3"].n_base == 4 and found["c3"].n == 2      # decided at the first look, the slow repeat counted as run
+
+
+def test_a_slow_repeat_in_a_cell_of_two_holds_back_futility_until_a_third_tells_it_apart():
+    values = _shifted_cells(("c0", 1))
+    design = seq.Design(first=2)
+    first = seq.replay(values, {c: 2 for c in values if c != "base"}, "base", design).decisions
+    assert first["c0"].is_open and first["c0"].verdict == seq.UNDECIDED
+    later = seq.replay(values, {c: 3 for c in values if c != "base"}, "base", design).decisions
+    assert not later["c0"].is_open and later["c0"].verdict not in (FASTER, SLOWER)
+
+
+def test_the_slow_rule_names_only_values_far_below_their_cells_median_in_the_metrics_direction():
+    logs = {"base": np.log([100.0, 101.0, 99.0, 70.0]), "a": np.log([100.0, 99.5]), "b": np.log([98.0]),
+            "c": np.log([95.0, 96.0]), "d": np.log([90.0, 89.0])}
+    masks = slow.slow_masks(logs)
+    assert masks["base"].tolist() == [False, False, False, True] and not masks["a"].any() and not masks["b"].any()
+    assert not slow.slow_masks(logs, higher_is_better=False)["base"].any()        # a low latency is not slow
+    kept, unsure = slow.leave_out(logs)
+    assert kept["base"].size == 3 and not unsure
+    kept, unsure = slow.leave_out({**logs, "a": np.log([100.0, 65.0])})
+    assert kept["a"].size == 2 and unsure                    # which of two is the slow one cannot be told

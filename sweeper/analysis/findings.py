@@ -3,7 +3,6 @@ the fleet's slow devices, and the notes that say what the verdicts cannot. Pure:
 returns new values and changes none of its inputs."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -11,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import cost as costs
-from sweeper.analysis import stats
+from sweeper.analysis import slow, stats
 from sweeper.analysis.model import Column, Stratum
 from sweeper.analysis.pitfalls import trial_pitfalls
 from sweeper.schema import AnalysisConfig
@@ -79,33 +78,22 @@ def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[S
     return notes + slow_repeat_notes(repeats)
 
 
-# A repeat is called slow when its items/s lies this many typical spreads below its cell's
-# median, and at least SLOW_AT_LEAST below it: a busy machine slows a repeat, never speeds it.
-SLOW_SPREADS = 5.0
-SLOW_AT_LEAST = 0.10
-
-
 def slow_repeats(repeats: pd.DataFrame) -> pd.DataFrame:
-    """The repeats far below their cell's median items/s, with how far (`below`, a fraction). The
-    typical spread is the median distance of every repeat from its cell's median (log scale), so
-    one slow repeat does not hide itself by widening it."""
+    """The repeats far below their cell's median items/s (slow.slow_masks, the rule repeats=auto's
+    looks leave them out by), with how far (`below`, a fraction of the cell's median)."""
     rows = repeats[["trial_id", "cell_id", "items_per_s"]].dropna()
     rows = rows[rows["items_per_s"] > 0]
-    rows = rows[rows.groupby("cell_id")["cell_id"].transform("size") >= 2]
-    if rows.empty:
-        return rows.assign(below=[])
-    logs = np.log(rows["items_per_s"].to_numpy(dtype=float))
-    centre = np.log(rows.groupby("cell_id")["items_per_s"].transform("median").to_numpy(dtype=float))
-    typical = float(np.median(np.abs(logs - centre)))
-    limit = max(SLOW_SPREADS * typical, -math.log1p(-SLOW_AT_LEAST))
-    slow = rows.assign(below=1 - np.exp(logs - centre))
-    return slow[centre - logs > limit]
+    logs = {c: np.log(g["items_per_s"].to_numpy(dtype=float)) for c, g in rows.groupby("cell_id", sort=False)}
+    masks = slow.slow_masks(logs)
+    flagged = [g.assign(below=1 - np.exp(logs[c] - np.median(logs[c])))[masks[c]]
+               for c, g in rows.groupby("cell_id", sort=False)]
+    return pd.concat(flagged) if flagged else rows.assign(below=[])
 
 
 def slow_repeat_notes(repeats: pd.DataFrame) -> List[str]:
     """One line when some repeats ran far slower than the rest of their cell: the machine was
-    likely busy then, and a verdict judged with them (most of all repeats=auto's early ones,
-    from 2 repeats a cell) may read "no detectable change" for a real change."""
+    likely busy then. repeats=auto's looks leave such repeats out; a fixed run's rank test counts
+    each as one rank, but its intervals widen, so a verdict may still miss a real change."""
     if repeats.empty or "items_per_s" not in repeats:
         return []
     slow = slow_repeats(repeats)
@@ -115,5 +103,5 @@ def slow_repeat_notes(repeats: pd.DataFrame) -> List[str]:
     named = ", ".join(f"{t} ({b:.0%} below)" for t, b in zip(worst["trial_id"][:3], worst["below"][:3]))
     more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
     return [f"slow repeats: {named}{more} ran far below their cell's other repeats (items/s): the machine "
-            f"was likely busy then, and verdicts judged with them may miss real changes; run again on a "
-            f"quiet machine"]
+            f"was likely busy then (repeats=auto's looks leave such repeats out; other verdicts count them) "
+            f"and verdicts may miss real changes; run again on a quiet machine"]

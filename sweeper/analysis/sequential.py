@@ -15,7 +15,10 @@ docs/analysis.md#repeats-auto gives the method and its assumptions:
   fraction = round / max_repeats; multiplicity: Holm at every look over the stratum's
   comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure); the
   "within" interval (an equivalence claim) spends its own 2 alpha, Pocock-type;
-- stopping for futility never raises the false-alarm rate (it only forgoes rejections).
+- stopping for futility never raises the false-alarm rate (it only forgoes rejections);
+- slow repeats (slow.py, the rule the analysis' note names them by) are left out of a look, and
+  a cell that lost one is judged with its own variance: on the log scale one repeat slowed by a
+  busy machine inflates the pooled variance until every cell stops as "no detectable change".
 
 `replay` is the one rule: the sweep calls it after every round to choose what runs next,
 and the analysis calls it on the finished run for the verdicts, so both say the same.
@@ -29,7 +32,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sweeper.analysis import boundaries
+from sweeper.analysis import boundaries, slow
 from sweeper.schema import AnalysisConfig, SequentialConfig
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 
@@ -146,16 +149,17 @@ def noisier(cell: np.ndarray, stratum: Tuple[float, int]) -> bool:
     return bool(sps.f.sf(own / rest, own_df, rest_df) < NOISIER_LEVEL)
 
 
-def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int]) -> Contrast:
+def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int], lost_one: bool = False) -> Contrast:
     """cell against ref with the stratum's pooled variance; a cell significantly noisier than the
-    rest (`noisier`) is judged with the pair's own variances instead (Welch's), when that gives
-    the larger standard error. Not always Welch's: with 2 repeats a side it has 1 to 3 degrees of
-    freedom, and its t quantile would hide every effect the pooled test sees."""
+    rest (`noisier`), or one that had a slow repeat left out (`lost_one`: a merely noisy cell's low
+    value would flatter it), is judged with the pair's own variances instead (Welch's), when that
+    gives the larger standard error. Not always Welch's: with 2 repeats a side it has 1 to 3
+    degrees of freedom, and its t quantile would hide every effect the pooled test sees."""
     if not (cell.size and ref.size):
         return Contrast(math.nan, math.nan, 0)
     var, df = stratum
     se = math.sqrt(var * (1 / cell.size + 1 / ref.size)) if df > 0 else math.nan
-    if noisier(cell, stratum):
+    if lost_one or noisier(cell, stratum):
         pair_se, pair_df = welch(cell, ref)
         if pair_df > 0 and not pair_se <= se:
             se, df = pair_se, pair_df
@@ -204,12 +208,15 @@ def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int,
     return base
 
 
-def look(data: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str], design: Design,
+def look(ran: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str], design: Design,
          round_: int, comparisons: int, rejected: int) -> Dict[str, Decision]:
-    """Decisions of the open cells at round `round_` from the stratum's log values so far:
-    Holm step-down over the p-values, each against the nominal level of its alpha share."""
+    """Decisions of the open cells at round `round_` from the stratum's log values so far, slow
+    repeats left out (slow.leave_out; no futility stop while one cannot be told apart): Holm
+    step-down over the p-values, each against the nominal level of its alpha share."""
+    data, unsure = slow.leave_out(ran, design.higher_is_better)
+    design = replace(design, futility=0.0) if unsure else design
     stratum = pooled(list(data.values()))
-    found = {c: contrast(data[c], data[baseline], stratum) for c in open_cells}
+    found = {c: contrast(data[c], data[baseline], stratum, data[c].size < ran[c].size) for c in open_cells}
     order = sorted(open_cells, key=lambda c: (not math.isfinite(found[c].p()), found[c].p(), c))
     left = max(comparisons - rejected, 1)
     width = boundaries.level(round_, design.first, design.max_repeats, min(2 * design.alpha, 0.5), WITHIN_SPENDING)
@@ -220,7 +227,7 @@ def look(data: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str
         lvl = _level(design, round_, design.alpha / max(left - j, 1))
         stepping = stepping and found[cell].p() < lvl
         out[cell] = _judge(cell, found[cell], stepping, lvl, round_, design, width, final)
-        out[cell] = replace(out[cell], n=int(data[cell].size), n_base=int(data[baseline].size))
+        out[cell] = replace(out[cell], n=int(ran[cell].size), n_base=int(ran[baseline].size))
     return out
 
 
@@ -233,21 +240,22 @@ def leader(data: Mapping[str, np.ndarray], candidates: Sequence[str], design: De
 
 
 def clearly_worse(data: Mapping[str, np.ndarray], cell: str, best: str, design: Design, round_: int,
-                  comparisons: int) -> bool:
+                  comparisons: int, lost_one: bool = False) -> bool:
     """Whether `cell` is significantly worse than the leader `best` at this look (F-Race's
     elimination, held to the same spending and Bonferroni share as the verdicts)."""
-    c = contrast(data[cell], data[best], pooled(list(data.values())))
+    c = contrast(data[cell], data[best], pooled(list(data.values())), lost_one)
     worse = (c.d < 0) == design.higher_is_better
     return worse and c.p() < _level(design, round_, design.alpha / max(comparisons, 1))
 
 
-def _race(data, decisions: Dict[str, Decision], design: Design, round_: int, comparisons: int) -> None:
-    """Drops the open cells clearly worse than the current leader (in place)."""
+def _race(ran, decisions: Dict[str, Decision], design: Design, round_: int, comparisons: int) -> None:
+    """Drops the open cells clearly worse than the current leader (in place), slow repeats left out."""
+    data, _ = slow.leave_out(ran, design.higher_is_better)
     kept = [c for c in data if decisions.get(c) is None or decisions[c].reason != DROPPED]
     best = leader(data, kept, design)
     for cell, d in list(decisions.items()):
-        if d.is_open and best is not None and cell != best and clearly_worse(data, cell, best, design, round_,
-                                                                                comparisons):
+        if d.is_open and best is not None and cell != best and clearly_worse(
+                data, cell, best, design, round_, comparisons, data[cell].size < ran[cell].size):
             decisions[cell] = replace(d, reason=DROPPED)
 
 
@@ -336,7 +344,8 @@ class Fastest:
 def fastest(values: Mapping[str, Values], baseline: str, decisions: Mapping[str, Decision],
             design: Design) -> Optional[Fastest]:
     """The leader among the cells not dropped from the race, its ties, its ratio to the baseline."""
-    data = {c: logs(list(v.values())) for c, v in values.items()}
+    ran = {c: logs(list(v.values())) for c, v in values.items()}
+    data, _ = slow.leave_out(ran, design.higher_is_better)
     kept = [c for c in data if c not in decisions or decisions[c].reason != DROPPED]
     best = leader(data, kept, design)
     if best is None:
@@ -344,12 +353,12 @@ def fastest(values: Mapping[str, Values], baseline: str, decisions: Mapping[str,
     stratum, width = pooled(list(data.values())), design.alpha / max(len(data) - 1, 1)
     tied = []
     for cell in kept:
-        c = contrast(data[cell], data[best], stratum)
+        c = contrast(data[cell], data[best], stratum, data[cell].size < ran[cell].size)
         low, high = c.interval(width)
         near = 1 / (1 + design.min_effect) < low and high < 1 + design.min_effect
         if cell != best and data[cell].size and (near or not c.p() < width):
             tied.append(cell)
-    low, high = contrast(data[best], data[baseline], stratum).interval(width)
+    low, high = contrast(data[best], data[baseline], stratum, data[best].size < ran[best].size).interval(width)
     ratio = math.exp(float(data[best].mean() - data[baseline].mean())) if data[baseline].size else math.nan
     return Fastest(best, tuple(tied), ratio, low, high)
 

@@ -1,0 +1,45 @@
+"""Slow repeats: the one rule for a repeat that a busy machine slowed.
+
+A busy machine slows a repeat; it never speeds one up. A repeat is slow when its value lies
+SLOW_SPREADS typical spreads, and at least SLOW_AT_LEAST, below its cell's median (items/s;
+above it for a latency). The typical spread is the median distance of every repeat from its
+cell's median, over all the cells given, so one slow repeat cannot hide itself by widening it.
+
+Two readers, one rule: the analysis names slow repeats in a note (findings.slow_repeats), and
+repeats=auto's looks leave them out (sequential.replay), because on the log scale one such value
+inflates a stratum's pooled variance until every cell stops as "no detectable change". In a cell
+of two repeats neither can be told to be the slow one (and leaving the lower out would flatter a
+merely noisy cell), so a look keeps both and only holds back its futility stops until a third
+repeat tells them apart. Pure: arrays of log values in, masks out.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Mapping, Tuple
+
+import numpy as np
+
+SLOW_SPREADS = 5.0
+SLOW_AT_LEAST = 0.15
+LEAVE_OUT_FROM = 3                 # repeats a cell needs before a look leaves its slow one out
+
+
+def slow_masks(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) -> Dict[str, np.ndarray]:
+    """cell -> which of its repeats (log values) are slow; a cell of fewer than two has none."""
+    sign = 1.0 if higher_is_better else -1.0
+    below = {c: sign * (np.median(x) - x) if x.size >= 2 else np.zeros(x.size) for c, x in logs.items()}
+    compared = [np.abs(below[c]) for c, x in logs.items() if x.size >= 2]
+    if not compared:
+        return {c: np.zeros(x.size, dtype=bool) for c, x in logs.items()}
+    typical = float(np.median(np.concatenate(compared)))
+    limit = max(SLOW_SPREADS * typical, -math.log1p(-SLOW_AT_LEAST))
+    return {c: (below[c] > limit) & (logs[c].size >= 2) for c in logs}
+
+
+def leave_out(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) -> Tuple[Dict[str, np.ndarray], bool]:
+    """(each cell's log values without its slow repeats, whether a cell too small to leave one out
+    has a slow repeat): what a look of repeats=auto judges, and whether it may stop for futility."""
+    masks = slow_masks(logs, higher_is_better)
+    kept = {c: x[~masks[c]] if x.size >= LEAVE_OUT_FROM else x for c, x in logs.items()}
+    unsure = any(masks[c].any() and x.size < LEAVE_OUT_FROM for c, x in logs.items())
+    return kept, unsure
