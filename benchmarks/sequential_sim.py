@@ -39,7 +39,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweeper.analysis import sequential as seq  # noqa: E402
-from sweeper.analysis.stats import FASTER, SLOWER, mean_rel_halfwidth  # noqa: E402
+from sweeper.analysis.stats import FASTER, SLOWER  # noqa: E402
 from sweeper.analysis.verdicts import compare_with_baseline  # noqa: E402
 from sweeper.schema import AnalysisConfig, SequentialConfig  # noqa: E402
 
@@ -100,6 +100,13 @@ def fixed(sweep: Sweep, counts: Dict[str, int], cfg: AnalysisConfig) -> Outcome:
 
 def repeats(sweep: Sweep, n: int, cfg: AnalysisConfig) -> Outcome:
     return fixed(sweep, {BASE: 2 * n, **{c: n for c in sweep.cells}}, cfg)
+
+
+def mean_rel_halfwidth(x: np.ndarray, confidence: float = 0.95) -> float:
+    """The removed rule's figure: the Student-t interval's half-width of the mean, over the mean."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size) / abs(x.mean()))
 
 
 def adaptive(sweep: Sweep, cfg: AnalysisConfig) -> Outcome:

@@ -56,8 +56,6 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                      n_resamples: int, seed: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {"steps": int(sum(len(g) for g in groups))}
     out.update({name: median(repeats[name]) for name in (*MEDIANS, *figures)})
-    # the adaptive-repeats figure (plan.wants_another_repeat computes the same): 95% interval half-width / mean
-    out["items_per_s_rel_halfwidth"] = stats.mean_rel_halfwidth(repeats["items_per_s"])
     out.update({name: median(repeats[name]) for name in overlap.COLUMNS})
     if not groups:   # no steps on disk: the summary's figures, without intervals
         out["mean"] = median(repeats["mean"])

@@ -73,21 +73,6 @@ def describe(samples: Sequence[float]) -> Summary:
                    float(x.min()), float(x.max()))
 
 
-def mean_rel_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> float:
-    """Half-width of the Student-t interval of the mean, as a fraction of the mean.
-
-    BenchmarkDotNet's stopping figure: a cell has run enough repeats once this falls under
-    its target (2%). Over repeats (one value each), where a bootstrap of 3-5 values is
-    too coarse. NaN with fewer than two values or a mean of zero."""
-    x = clean(samples)
-    if x.size < 2 or np.mean(x) == 0:
-        return math.nan
-    from scipy.stats import t      # here, when used: importing scipy.stats costs seconds
-
-    sem = float(np.std(x, ddof=1)) / math.sqrt(x.size)
-    return float(t.ppf(0.5 + confidence / 2, x.size - 1) * sem / abs(np.mean(x)))
-
-
 # --------------------------------------------------------------------------- effect sizes, p-values
 
 
