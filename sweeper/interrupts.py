@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -30,6 +31,25 @@ def stop_signals(handler: Callable = raise_interrupt) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait for the block to end (a finished trial's folder written whole and
+    counted), then act as they would have. Only the main thread handles signals; elsewhere the
+    block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def interrupted(line: str) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from sweeper import display, exitcodes
 from sweeper.executors.base import Executor, TrialLost
-from sweeper.interrupts import interrupted, stop_signals
+from sweeper.interrupts import deferred, interrupted, stop_signals
 from sweeper.plan import ClusterShape, Trial, shrunk
 from sweeper.progress import Progress
 from sweeper.record import TrialRecord
@@ -257,8 +257,9 @@ class Sweep:
         record.attempts = attempt.number
         record.retry_of = attempt.spec.get("retry_of") or record.retry_of
         record.trackers = self.trackers_of(record)
-        write_trial(self.run, record, attempt.values, files)
-        self.records[record.trial_id] = record
+        with deferred():     # a Ctrl-C now would lose a trial that finished: it waits for the folder
+            write_trial(self.run, record, attempt.values, files)
+            self.records[record.trial_id] = record
         self.summary_stale = True
         if self.summary_at is None or time.monotonic() - self.summary_at >= self.SUMMARY_EVERY_S:
             self.write_summary()

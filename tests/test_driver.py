@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from sweeper import driver, exitcodes
+from sweeper import sweep as sweep_module
 from sweeper.results import read_records
 from sweeper.schema import root_config_from_dict
 from sweeper.sweep import Job
@@ -175,6 +176,22 @@ def test_ctrl_c_cancels_what_runs_keeps_what_finished_and_exits_130(sweep, tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("interrupted while trials ran") and "resume=latest" in err[0]
     assert fake.closed
+
+
+def test_ctrl_c_while_a_finished_trial_is_written_keeps_that_trial_whole(sweep, tmp_path, monkeypatch):
+    real, written = sweep_module.write_trial, []
+
+    def write_trial(run, record, config, files):
+        written.append(record.trial_id)
+        if len(written) == 2:
+            os.kill(os.getpid(), signal.SIGINT)        # Ctrl-C lands as the second trial's folder is written
+        return real(run, record, config, files)
+
+    monkeypatch.setattr(sweep_module, "write_trial", write_trial)
+    code, _ = sweep(grid={"workload.seed": list(range(4))})
+    found = records(tmp_path)
+    assert code == exitcodes.INTERRUPTED
+    assert [found[t]["status"] for t in written[:2]] == ["ok", "ok"]
 
 
 def test_resume_runs_only_what_did_not_finish_in_the_same_folder(sweep, tmp_path, capsys):
