@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sweeper import executors
+from sweeper import executors, timeline
 from sweeper.schema.run import RayConfig
 from tests.conftest import ROOT
 
@@ -277,9 +277,10 @@ def ray_tmp():
 @pytest.mark.slow
 def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_path, ray_tmp):
     tmp = ray_tmp
+    marks = tmp_path / "timeline"
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
-                             *TINY], cwd=ROOT, env=sweep_env(tmp_path, tmp), capture_output=True, text=True,
-                            timeout=300)
+                             *TINY], cwd=ROOT, env=sweep_env(tmp_path, tmp, SWEEPER_TIMELINE=str(marks)),
+                            capture_output=True, text=True, timeout=300)
     left = leftovers(tmp)                             # at once: nothing is waited for
     assert result.returncode == 0, result.stderr[-3000:]
     stderr = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
@@ -289,6 +290,24 @@ def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_
     assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
     assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
     assert names(left) == []
+    assert_phases_in_order(timeline.read(str(marks)), result)
+
+
+DRIVER_PHASES = ("main", "first_job_composed", "ray_ready", "executor_started", "outcome", "trials_done",
+                 "executor_closed", "published")
+TRIAL_PHASES = ("trial_start", "workload_start", "workload_end", "trial_end")
+
+
+def assert_phases_in_order(found, result):
+    """Every phase mark of a one-trial Ray sweep once, in its order: the driver's from the driver,
+    the trial's from another process (the zygote's fork), between the executor's start and the outcome."""
+    names = [name for _, _, name in found]
+    for phase in (*DRIVER_PHASES, *TRIAL_PHASES, "zygote_ready"):
+        assert names.count(phase) == 1, (phase, names)
+    at = {name: (when, pid) for when, pid, name in found}
+    order = [*DRIVER_PHASES[:4], *TRIAL_PHASES, *DRIVER_PHASES[4:]]
+    assert [at[p][0] for p in order] == sorted(at[p][0] for p in order), names
+    assert {at[p][1] for p in DRIVER_PHASES} == {at["main"][1]} and at["trial_start"][1] != at["main"][1]
 
 
 @pytest.mark.slow
