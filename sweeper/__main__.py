@@ -9,13 +9,28 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-import hydra
-from omegaconf import DictConfig
 
-from sweeper import cli, exitcodes
-from sweeper.config import register_configs
-from sweeper.confdir import conf_dir
-from sweeper.timeline import mark
+def shadowing_folder(package) -> Optional[str]:
+    """The folder Python took for the sweeper package instead of the installed one, if it did: run
+    beside a folder named sweeper (the parent of a checkout cloned as sweeper/), the editable
+    install's finder comes after that folder, which then imports as a namespace package, and its
+    results/ or conf/ then stand in for sweeper's own modules."""
+    return None if getattr(package, "__file__", None) else next(iter(getattr(package, "__path__", [])), "?")
+
+
+if shadowing_folder(sys.modules.get("sweeper")) is not None:
+    print(f"error: the folder {shadowing_folder(sys.modules['sweeper'])} hides the installed sweeper package "
+          f"(Python imports a folder of that name in the current folder first); run `python -m sweeper` from "
+          f"inside the checkout or from another folder", file=sys.stderr)
+    sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from sweeper import cli, exitcodes  # noqa: E402
+from sweeper.config import register_configs  # noqa: E402
+from sweeper.confdir import conf_dir  # noqa: E402
+from sweeper.timeline import mark  # noqa: E402
 
 CONF_DIR = str(conf_dir())   # inside the installed package, or the checkout's conf/
 

@@ -1,4 +1,5 @@
 """The command line as a user meets it: shipped sweeps compose, bad input is one clear line."""
+import os
 import subprocess
 import sys
 
@@ -70,6 +71,22 @@ def test_help_imports_neither_ray_torch_nor_wandb():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in result.stderr, result.stderr[-2000:]
     assert "data:" in result.stdout and "num_workers" in result.stdout
+
+
+@pytest.mark.slow
+def test_beside_a_folder_named_sweeper_the_command_says_so_in_one_line(tmp_path):
+    """The parent of a checkout cloned as sweeper/: with the editable install (the README's) that
+    folder imports as a namespace package first, and its results/ stood in for sweeper.results."""
+    (tmp_path / "sweeper" / "results").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}      # the installed package, as a user has it
+    result = subprocess.run([sys.executable, "-m", "sweeper", "dry_run=true"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert "bug in sweeper" not in result.stderr, result.stderr[-2000:]
+    if result.returncode != 0:           # an editable install: the folder was taken for the package
+        assert result.returncode == 2 and result.stderr.splitlines() == [
+            f"error: the folder {tmp_path / 'sweeper'} hides the installed sweeper package (Python imports a folder "
+            f"of that name in the current folder first); run `python -m sweeper` from inside the checkout or from "
+            f"another folder"]
 
 
 # -- the one error boundary (sweeper.cli), in-process -----------------------------------------
