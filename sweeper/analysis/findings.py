@@ -96,12 +96,12 @@ def slow_repeat_notes(repeats: pd.DataFrame) -> List[str]:
     each as one rank, but its intervals widen, so a verdict may still miss a real change."""
     if repeats.empty or "items_per_s" not in repeats:
         return []
-    slow = slow_repeats(repeats)
-    if slow.empty:
+    found = slow_repeats(repeats)
+    if found.empty:
         return []
-    worst = slow.sort_values("below", ascending=False)
+    worst = found.sort_values("below", ascending=False)
     named = ", ".join(f"{t} ({b:.0%} below)" for t, b in zip(worst["trial_id"][:3], worst["below"][:3]))
     more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
     return [f"slow repeats: {named}{more} ran far below their cell's other repeats (items/s): the machine "
-            f"was likely busy then (repeats=auto's looks leave such repeats out; other verdicts count them) "
-            f"and verdicts may miss real changes; run again on a quiet machine"]
+            f"was likely busy then, and verdicts may miss real changes (repeats=auto's looks leave out what the "
+            f"same rule finds at each look; fixed repeats count every one); run again on a quiet machine"]

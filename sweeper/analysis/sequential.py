@@ -8,17 +8,20 @@ change (predictive power to end significant below `futility`), or still open. A 
 once decided, at its maximum, when its last repeat failed, or when the sweep's budget ends.
 docs/analysis.md#repeats-auto gives the method and its assumptions:
 
-- the test: Student's t on the log of each repeat's value (one value per repeat, the unit of
-  evidence), its variance pooled over the stratum's cells; a cell significantly noisier than the
-  rest is judged with the pair's own (Welch's) variances;
+- the test (contrasts.py): Student's t on the log of each repeat's value (one value per repeat,
+  the unit of evidence), its variance pooled over the stratum's cells; a cell significantly
+  noisier than the rest is judged with the pair's own (Welch's) variances;
 - repeated looks: Lan-DeMets alpha spending per comparison (boundaries.py), information
   fraction = round / max_repeats; multiplicity: Holm at every look over the stratum's
   comparisons not yet rejected (Maurer and Bretz's sequentially rejective procedure); the
   "within" interval (an equivalence claim) spends its own 2 alpha, Pocock-type;
-- stopping for futility never raises the false-alarm rate (it only forgoes rejections);
-- slow repeats (slow.py, the rule the analysis' note names them by) are left out of a look, and
-  a cell that lost one is judged with its own variance: on the log scale one repeat slowed by a
-  busy machine inflates the pooled variance until every cell stops as "no detectable change".
+- futility is non-binding: the boundaries come from the spending alone, so a stop skipped cannot
+  take the false-alarm rate above alpha (it only forgoes rejections);
+- slow repeats (slow.py, the rule the analysis' note names them by; `Evidence`): on the log scale
+  one repeat slowed by a busy machine inflates the pooled variance until every cell stops as "no
+  detectable change". A cell of four or more leaves its slow repeats out and is then judged with
+  its own variance; a smaller cell with a slow-looking value is left out of the stratum's noise,
+  judged with its own, and not stopped for futility until it can be told apart.
 
 `replay` is the one rule: the sweep calls it after every round to choose what runs next,
 and the analysis calls it on the finished run for the verdicts, so both say the same.
@@ -28,11 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from sweeper.analysis import boundaries, slow
+from sweeper.analysis.contrasts import Contrast, contrast, logs, pooled
 from sweeper.schema import AnalysisConfig, SequentialConfig
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
 
@@ -41,7 +45,6 @@ OPEN = ""                                  # reason of a cell that may still get
 DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
 FAILED_REPEAT = "a repeat failed"        # an open cell whose last repeat failed gets no more (its row says why)
 Values = Mapping[int, float]               # repeat number -> the repeat's value (NaN: failed)
-NOISIER_LEVEL = 0.05                       # a cell's variance above the stratum's at this level: Welch's test
 WITHIN_SPENDING = "pocock"                 # the "within" interval's own spending (an equivalence claim, TOST)
 
 
@@ -78,92 +81,6 @@ class Decision:
     @property
     def is_open(self) -> bool:
         return self.reason == OPEN
-
-
-@dataclass(frozen=True)
-class Contrast:
-    """log(cell) - log(reference): difference of means, its standard error and degrees of freedom."""
-    d: float
-    se: float
-    df: float
-
-    def p(self) -> float:
-        if not (self.se > 0 and self.df >= 1):
-            return math.nan
-        from scipy import stats as sps      # here, when used: importing scipy.stats costs seconds
-
-        return float(2 * sps.t.sf(abs(self.d / self.se), self.df))
-
-    def interval(self, level: float) -> Tuple[float, float]:
-        """The ratio interval at two-sided level `level` (exp of the log interval)."""
-        if not (self.se > 0 and self.df >= 1 and level > 0):
-            return (math.nan, math.nan) if not level > 0 else (0.0, math.inf)
-        from scipy import stats as sps
-
-        half = float(sps.t.isf(level / 2, self.df)) * self.se
-        return math.exp(self.d - half), math.exp(self.d + half)
-
-
-def logs(values: Sequence[float]) -> np.ndarray:
-    """Logs of the finite positive values (a failed repeat is NaN and left out)."""
-    x = np.asarray(values, dtype=float)
-    return np.log(x[np.isfinite(x) & (x > 0)])
-
-
-def _sum_sq(x: np.ndarray) -> float:
-    return float(((x - x.mean()) ** 2).sum()) if x.size else 0.0
-
-
-def pooled(groups: Sequence[np.ndarray]) -> Tuple[float, int]:
-    """(variance, degrees of freedom) pooled over groups of log values (one-way ANOVA's)."""
-    used = [g for g in groups if g.size]
-    df = sum(g.size for g in used) - len(used)
-    return (sum(_sum_sq(g) for g in used) / df, df) if df > 0 else (math.nan, 0)
-
-
-def welch(cell: np.ndarray, ref: np.ndarray) -> Tuple[float, float]:
-    """(standard error, Welch-Satterthwaite degrees of freedom) of the difference of the two means,
-    each with its own variance; (NaN, 0) without two values a side."""
-    if cell.size < 2 or ref.size < 2:
-        return math.nan, 0.0
-    a, b = cell.var(ddof=1) / cell.size, ref.var(ddof=1) / ref.size
-    if not a + b > 0:
-        return 0.0, 0.0
-    df = (a + b) ** 2 / (a * a / (cell.size - 1) + b * b / (ref.size - 1))
-    return math.sqrt(a + b), float(df)
-
-
-def noisier(cell: np.ndarray, stratum: Tuple[float, int]) -> bool:
-    """Whether the cell's own variance is significantly above the rest of the stratum's pooled one
-    (one-sided F test at NOISIER_LEVEL): its quieter neighbours' noise would then flatter it."""
-    var, df = stratum
-    own_df, rest_df = cell.size - 1, df - (cell.size - 1)
-    if own_df < 1 or rest_df < 1 or not var > 0:
-        return False
-    own = cell.var(ddof=1)
-    rest = (var * df - own * own_df) / rest_df
-    if not rest > 0:
-        return True
-    from scipy import stats as sps
-
-    return bool(sps.f.sf(own / rest, own_df, rest_df) < NOISIER_LEVEL)
-
-
-def contrast(cell: np.ndarray, ref: np.ndarray, stratum: Tuple[float, int], lost_one: bool = False) -> Contrast:
-    """cell against ref with the stratum's pooled variance; a cell significantly noisier than the
-    rest (`noisier`), or one that had a slow repeat left out (`lost_one`: a merely noisy cell's low
-    value would flatter it), is judged with the pair's own variances instead (Welch's), when that
-    gives the larger standard error. Not always Welch's: with 2 repeats a side it has 1 to 3
-    degrees of freedom, and its t quantile would hide every effect the pooled test sees."""
-    if not (cell.size and ref.size):
-        return Contrast(math.nan, math.nan, 0)
-    var, df = stratum
-    se = math.sqrt(var * (1 / cell.size + 1 / ref.size)) if df > 0 else math.nan
-    if lost_one or noisier(cell, stratum):
-        pair_se, pair_df = welch(cell, ref)
-        if pair_df > 0 and not pair_se <= se:
-            se, df = pair_se, pair_df
-    return Contrast(float(cell.mean() - ref.mean()), se, df)
 
 
 # -- one look -----------------------------------------------------------------------------
@@ -208,15 +125,37 @@ def _judge(cell: str, c: Contrast, significant: bool, level: float, round_: int,
     return base
 
 
-def look(ran: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str], design: Design,
+@dataclass(frozen=True)
+class Evidence:
+    """A look's log values: as run (`ran`), and as judged (`kept`: slow repeats left out,
+    slow.leave_out); `unsure`: cells of two with a slow-looking value, whose noise is not known yet."""
+    ran: Mapping[str, np.ndarray]
+    kept: Dict[str, np.ndarray]
+    unsure: FrozenSet[str]
+
+    @classmethod
+    def of(cls, ran: Mapping[str, np.ndarray], higher_is_better: bool) -> "Evidence":
+        return cls(ran, *slow.leave_out(ran, higher_is_better))
+
+    def noise(self) -> Tuple[float, int]:
+        """The stratum's pooled variance, without the cells whose noise is not known yet."""
+        return pooled([x for c, x in self.kept.items() if c not in self.unsure])
+
+    def own_noise(self, cell: str, ref: str) -> bool:
+        """Whether the pair is judged with its own variances: a side lost a slow repeat (a merely
+        noisy one would be flattered by the pooled variance) or its noise is not known yet."""
+        return any(c in self.unsure or self.kept[c].size < self.ran[c].size for c in (cell, ref))
+
+    def contrast(self, cell: str, ref: str) -> Contrast:
+        return contrast(self.kept[cell], self.kept[ref], self.noise(), self.own_noise(cell, ref))
+
+
+def look(seen: Evidence, baseline: str, open_cells: Sequence[str], design: Design,
          round_: int, comparisons: int, rejected: int) -> Dict[str, Decision]:
-    """Decisions of the open cells at round `round_` from the stratum's log values so far, slow
-    repeats left out (slow.leave_out; no futility stop while one cannot be told apart): Holm
-    step-down over the p-values, each against the nominal level of its alpha share."""
-    data, unsure = slow.leave_out(ran, design.higher_is_better)
-    design = replace(design, futility=0.0) if unsure else design
-    stratum = pooled(list(data.values()))
-    found = {c: contrast(data[c], data[baseline], stratum, data[c].size < ran[c].size) for c in open_cells}
+    """Decisions of the open cells at round `round_` from the stratum's values so far (`seen`):
+    Holm step-down over the p-values, each against the nominal level of its alpha share; no
+    futility stop for a pair whose noise is not known yet."""
+    found = {c: seen.contrast(c, baseline) for c in open_cells}
     order = sorted(open_cells, key=lambda c: (not math.isfinite(found[c].p()), found[c].p(), c))
     left = max(comparisons - rejected, 1)
     width = boundaries.level(round_, design.first, design.max_repeats, min(2 * design.alpha, 0.5), WITHIN_SPENDING)
@@ -226,8 +165,10 @@ def look(ran: Mapping[str, np.ndarray], baseline: str, open_cells: Sequence[str]
     for j, cell in enumerate(order):
         lvl = _level(design, round_, design.alpha / max(left - j, 1))
         stepping = stepping and found[cell].p() < lvl
-        out[cell] = _judge(cell, found[cell], stepping, lvl, round_, design, width, final)
-        out[cell] = replace(out[cell], n=int(ran[cell].size), n_base=int(ran[baseline].size))
+        unsure = {cell, baseline} & seen.unsure
+        out[cell] = _judge(cell, found[cell], stepping, lvl, round_, replace(design, futility=0.0) if unsure else design,
+                           width, final)
+        out[cell] = replace(out[cell], n=int(seen.ran[cell].size), n_base=int(seen.ran[baseline].size))
     return out
 
 
@@ -239,23 +180,21 @@ def leader(data: Mapping[str, np.ndarray], candidates: Sequence[str], design: De
     return max(scored)[1] if scored else None
 
 
-def clearly_worse(data: Mapping[str, np.ndarray], cell: str, best: str, design: Design, round_: int,
-                  comparisons: int, lost_one: bool = False) -> bool:
+def clearly_worse(seen: Evidence, cell: str, best: str, design: Design, round_: int, comparisons: int) -> bool:
     """Whether `cell` is significantly worse than the leader `best` at this look (F-Race's
     elimination, held to the same spending and Bonferroni share as the verdicts)."""
-    c = contrast(data[cell], data[best], pooled(list(data.values())), lost_one)
+    c = seen.contrast(cell, best)
     worse = (c.d < 0) == design.higher_is_better
     return worse and c.p() < _level(design, round_, design.alpha / max(comparisons, 1))
 
 
-def _race(ran, decisions: Dict[str, Decision], design: Design, round_: int, comparisons: int) -> None:
-    """Drops the open cells clearly worse than the current leader (in place), slow repeats left out."""
-    data, _ = slow.leave_out(ran, design.higher_is_better)
-    kept = [c for c in data if decisions.get(c) is None or decisions[c].reason != DROPPED]
-    best = leader(data, kept, design)
+def _race(seen: Evidence, decisions: Dict[str, Decision], design: Design, round_: int, comparisons: int) -> None:
+    """Drops the open cells clearly worse than the current leader (in place)."""
+    kept = [c for c in seen.kept if decisions.get(c) is None or decisions[c].reason != DROPPED]
+    best = leader(seen.kept, kept, design)
     for cell, d in list(decisions.items()):
-        if d.is_open and best is not None and cell != best and clearly_worse(
-                data, cell, best, design, round_, comparisons, data[cell].size < ran[cell].size):
+        if d.is_open and best is not None and cell != best and clearly_worse(seen, cell, best, design, round_,
+                                                                                comparisons):
             decisions[cell] = replace(d, reason=DROPPED)
 
 
@@ -303,10 +242,11 @@ def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: st
         if not open_now:
             break
         used = base
-        out.update(look(data, baseline, open_now, design, r, comparisons, rejected))
+        seen = Evidence.of(data, design.higher_is_better)
+        out.update(look(seen, baseline, open_now, design, r, comparisons, rejected))
         rejected = sum(1 for d in out.values() if d.rejected)
         if design.race:
-            _race(data, out, design, r, comparisons)
+            _race(seen, out, design, r, comparisons)
         base = baseline_target(r + 1, sum(1 for d in out.values() if d.is_open), design, base)
     return Replayed(out, used, base)
 
@@ -344,21 +284,21 @@ class Fastest:
 def fastest(values: Mapping[str, Values], baseline: str, decisions: Mapping[str, Decision],
             design: Design) -> Optional[Fastest]:
     """The leader among the cells not dropped from the race, its ties, its ratio to the baseline."""
-    ran = {c: logs(list(v.values())) for c, v in values.items()}
-    data, _ = slow.leave_out(ran, design.higher_is_better)
+    seen = Evidence.of({c: logs(list(v.values())) for c, v in values.items()}, design.higher_is_better)
+    data = seen.kept
     kept = [c for c in data if c not in decisions or decisions[c].reason != DROPPED]
     best = leader(data, kept, design)
     if best is None:
         return None
-    stratum, width = pooled(list(data.values())), design.alpha / max(len(data) - 1, 1)
+    width = design.alpha / max(len(data) - 1, 1)
     tied = []
     for cell in kept:
-        c = contrast(data[cell], data[best], stratum, data[cell].size < ran[cell].size)
+        c = seen.contrast(cell, best)
         low, high = c.interval(width)
         near = 1 / (1 + design.min_effect) < low and high < 1 + design.min_effect
         if cell != best and data[cell].size and (near or not c.p() < width):
             tied.append(cell)
-    low, high = contrast(data[best], data[baseline], stratum, data[best].size < ran[best].size).interval(width)
+    low, high = seen.contrast(best, baseline).interval(width)
     ratio = math.exp(float(data[best].mean() - data[baseline].mean())) if data[baseline].size else math.nan
     return Fastest(best, tuple(tied), ratio, low, high)
 

@@ -9,19 +9,20 @@ Two readers, one rule: the analysis names slow repeats in a note (findings.slow_
 repeats=auto's looks leave them out (sequential.replay), because on the log scale one such value
 inflates a stratum's pooled variance until every cell stops as "no detectable change". In a cell
 of two repeats neither can be told to be the slow one (and leaving the lower out would flatter a
-merely noisy cell), so a look keeps both and only holds back its futility stops until a third
-repeat tells them apart. Pure: arrays of log values in, masks out.
+merely noisy cell), so a look keeps both, leaves that cell out of the stratum's noise, and does
+not stop it for futility until a third repeat tells them apart. Pure: arrays of log values in,
+masks out.
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, Mapping, Tuple
+from typing import Dict, FrozenSet, Mapping, Tuple
 
 import numpy as np
 
 SLOW_SPREADS = 5.0
 SLOW_AT_LEAST = 0.15
-LEAVE_OUT_FROM = 3                 # repeats a cell needs before a look leaves its slow one out
+LEAVE_OUT_FROM = 4                 # repeats a cell needs before a look leaves its slow one out
 
 
 def slow_masks(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) -> Dict[str, np.ndarray]:
@@ -32,14 +33,21 @@ def slow_masks(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) ->
     if not compared:
         return {c: np.zeros(x.size, dtype=bool) for c, x in logs.items()}
     typical = float(np.median(np.concatenate(compared)))
-    limit = max(SLOW_SPREADS * typical, -math.log1p(-SLOW_AT_LEAST))
-    return {c: (below[c] > limit) & (logs[c].size >= 2) for c in logs}
+    floor = -math.log1p(-SLOW_AT_LEAST)
+    return {c: (below[c] > max(SLOW_SPREADS * max(typical, _own_spread(below[c])), floor)) & (logs[c].size >= 2)
+            for c in logs}
 
 
-def leave_out(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) -> Tuple[Dict[str, np.ndarray], bool]:
-    """(each cell's log values without its slow repeats, whether a cell too small to leave one out
-    has a slow repeat): what a look of repeats=auto judges, and whether it may stop for futility."""
+def _own_spread(below: np.ndarray) -> float:
+    """A cell's own typical spread (its median distance from its median), from three repeats on:
+    a cell or baseline noisier than its stratum is not trimmed for its own noise. With two, the
+    distance is half their gap, and a slow one could never stand out."""
+    return float(np.median(np.abs(below))) if below.size >= LEAVE_OUT_FROM else 0.0
+
+
+def leave_out(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) -> Tuple[Dict[str, np.ndarray], FrozenSet[str]]:
+    """(each cell's log values without its slow repeats, the cells of two with a slow-looking
+    value): what a look of repeats=auto judges, and the cells whose noise it cannot know yet."""
     masks = slow_masks(logs, higher_is_better)
     kept = {c: x[~masks[c]] if x.size >= LEAVE_OUT_FROM else x for c, x in logs.items()}
-    unsure = any(masks[c].any() and x.size < LEAVE_OUT_FROM for c, x in logs.items())
-    return kept, unsure
+    return kept, frozenset(c for c, x in logs.items() if masks[c].any() and x.size < LEAVE_OUT_FROM)
