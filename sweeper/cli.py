@@ -38,7 +38,22 @@ def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finish
         say(f"error: {exc}")
         return exitcodes.USAGE
     except Exception as exc:   # a user's file or config, or a bug: decided by its type
+        if during_interrupt(exc):
+            return interrupts.interrupted(interrupted)
         return fault(exc)
+
+
+def during_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a Ctrl-C or SIGTERM unwound the program: a library's own
+    clean-up that fails on the way out (omegaconf's flag reset, halfway through Hydra composing)
+    is the interrupt, not a bug."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def fault(exc: Exception) -> int:

@@ -123,6 +123,24 @@ def test_a_bug_keeps_its_traceback_and_says_it_is_one(capsys):
     assert err[0].startswith("Traceback") and err[-2].startswith("AttributeError") and err[-1] == cli.BUG_LINE
 
 
+def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt_not_a_bug(capsys):
+    """As when SIGINT lands inside omegaconf while Hydra composes: its flag reset then fails with
+    an AttributeError whose context is the KeyboardInterrupt."""
+    from sweeper import cli
+
+    def entry():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            try:
+                raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+            except AttributeError as inner:
+                raise ValueError("full_key: hydra.runtime.config_sources") from inner
+
+    assert cli.run(entry) == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
+
+
 def test_a_damaged_file_is_named_from_the_call_that_read_it(tmp_path, capsys):
     import json
 
