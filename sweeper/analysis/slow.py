@@ -3,15 +3,16 @@
 A busy machine slows a repeat; it never speeds one up. A repeat is slow when its value lies
 SLOW_SPREADS typical spreads, and at least SLOW_AT_LEAST, below its cell's median (items/s;
 above it for a latency). The typical spread is the median distance of every repeat from its
-cell's median, over all the cells given, so one slow repeat cannot hide itself by widening it.
+cell's median, over all the cells given, so one slow repeat cannot hide itself by widening it;
+from LEAVE_OUT_FROM repeats on, also the cell's own, so a cell noisy by itself is not trimmed.
 
 Two readers, one rule: the analysis names slow repeats in a note (findings.slow_repeats), and
-repeats=auto's looks leave them out (sequential.replay), because on the log scale one such value
-inflates a stratum's pooled variance until every cell stops as "no detectable change". In a cell
-of two repeats neither can be told to be the slow one (and leaving the lower out would flatter a
-merely noisy cell), so a look keeps both, leaves that cell out of the stratum's noise, and does
-not stop it for futility until a third repeat tells them apart. Pure: arrays of log values in,
-masks out.
+repeats=auto's looks leave them out (sequential.Evidence), because on the log scale one such
+value inflates a stratum's pooled variance until every cell stops as "no detectable change". In
+a smaller cell which value is the slow one cannot be told (and leaving the lower out would
+flatter a merely noisy cell), so a look keeps them, leaves that cell out of the stratum's noise,
+and does not stop it for futility until it has LEAVE_OUT_FROM repeats. Pure: arrays of log
+values in, masks out.
 """
 from __future__ import annotations
 
