@@ -18,8 +18,9 @@ def shadowing_folder(package) -> Optional[str]:
     return None if getattr(package, "__file__", None) else next(iter(getattr(package, "__path__", [])), "?")
 
 
-if shadowing_folder(sys.modules.get("sweeper")) is not None:
-    print(f"error: the folder {shadowing_folder(sys.modules['sweeper'])} hides the installed sweeper package "
+_HIDDEN_BY = shadowing_folder(sys.modules.get("sweeper"))
+if _HIDDEN_BY is not None:
+    print(f"error: the folder {_HIDDEN_BY} hides the installed sweeper package "
           f"(Python imports a folder of that name in the current folder first); run `python -m sweeper` from "
           f"inside the checkout or from another folder", file=sys.stderr)
     sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden

@@ -83,10 +83,10 @@ def slow_repeats(repeats: pd.DataFrame) -> pd.DataFrame:
     looks leave them out by), with how far (`below`, a fraction of the cell's median)."""
     rows = repeats[["trial_id", "cell_id", "items_per_s"]].dropna()
     rows = rows[rows["items_per_s"] > 0]
-    logs = {c: np.log(g["items_per_s"].to_numpy(dtype=float)) for c, g in rows.groupby("cell_id", sort=False)}
+    cells = dict(tuple(rows.groupby("cell_id", sort=False)))
+    logs = {c: np.log(g["items_per_s"].to_numpy(dtype=float)) for c, g in cells.items()}
     masks = slow.slow_masks(logs)
-    flagged = [g.assign(below=1 - np.exp(logs[c] - np.median(logs[c])))[masks[c]]
-               for c, g in rows.groupby("cell_id", sort=False)]
+    flagged = [g.assign(below=1 - np.exp(logs[c] - np.median(logs[c])))[masks[c]] for c, g in cells.items()]
     return pd.concat(flagged) if flagged else rows.assign(below=[])
 
 

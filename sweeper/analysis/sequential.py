@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -137,8 +138,9 @@ class Evidence:
     def of(cls, ran: Mapping[str, np.ndarray], higher_is_better: bool) -> "Evidence":
         return cls(ran, *slow.leave_out(ran, higher_is_better))
 
+    @cached_property
     def noise(self) -> Tuple[float, int]:
-        """The stratum's pooled variance, without the cells whose noise is not known yet."""
+        """The stratum's pooled variance, without the cells whose noise is not known yet (once a look)."""
         return pooled([x for c, x in self.kept.items() if c not in self.unsure])
 
     def own_noise(self, cell: str, ref: str) -> bool:
@@ -147,7 +149,7 @@ class Evidence:
         return any(c in self.unsure or self.kept[c].size < self.ran[c].size for c in (cell, ref))
 
     def contrast(self, cell: str, ref: str) -> Contrast:
-        return contrast(self.kept[cell], self.kept[ref], self.noise(), self.own_noise(cell, ref))
+        return contrast(self.kept[cell], self.kept[ref], self.noise, self.own_noise(cell, ref))
 
 
 def look(seen: Evidence, baseline: str, open_cells: Sequence[str], design: Design,

@@ -35,8 +35,7 @@ def slow_masks(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) ->
         return {c: np.zeros(x.size, dtype=bool) for c, x in logs.items()}
     typical = float(np.median(np.concatenate(compared)))
     floor = -math.log1p(-SLOW_AT_LEAST)
-    return {c: (below[c] > max(SLOW_SPREADS * max(typical, _own_spread(below[c])), floor)) & (logs[c].size >= 2)
-            for c in logs}
+    return {c: below[c] > max(SLOW_SPREADS * max(typical, _own_spread(below[c])), floor) for c in logs}
 
 
 def _own_spread(below: np.ndarray) -> float:
