@@ -1,0 +1,59 @@
+"""A/A false alarms of repeats=auto when one side is noisier than the rest: what leaving slow
+repeats out of the looks (sweeper/analysis/slow.py) costs a cell or baseline that is noisy by
+itself, whose low values are no busy machine's.
+
+Each simulated sweep is a baseline and five cells, all the same speed, log-normal repeats at 2%
+noise except the one side named; the sweep's looks are sequential.replay's. `--keep-slow` judges
+the same draws with every repeat kept (the rule before slow repeats were left out).
+
+    python benchmarks/noisy_aa.py                 # 600 sweeps a case, seed 11: about 8 s here
+    python benchmarks/noisy_aa.py --keep-slow
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sweeper.analysis import sequential as seq, slow  # noqa: E402
+from sweeper.analysis.stats import FASTER, SLOWER  # noqa: E402
+
+QUIET = 0.02
+CASES = {"one cell at 10%": (QUIET, 0.10), "one cell at 15%": (QUIET, 0.15), "one cell at 20%": (QUIET, 0.20),
+         "the baseline at 10%": (0.10, QUIET), "the baseline at 15%": (0.15, QUIET)}
+
+
+def alarms(base_cv: float, odd_cv: float, sweeps: int, seed: int) -> float:
+    """Share of A/A sweeps with any cell called faster or slower; the fifth cell at odd_cv."""
+    rng, design, hits = np.random.default_rng(seed), seq.Design(first=2), 0
+    cvs = [QUIET] * 4 + [odd_cv]
+    for _ in range(sweeps):
+        values = {"base": dict(enumerate(np.exp(rng.normal(0.0, base_cv, 24))))}
+        values.update({f"c{i}": dict(enumerate(np.exp(rng.normal(0.0, cv, 7)))) for i, cv in enumerate(cvs)})
+        found = seq.replay(values, {c: 7 for c in values if c != "base"}, "base", design).decisions.values()
+        hits += any(d.verdict in (FASTER, SLOWER) for d in found)
+    return hits / sweeps
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--keep-slow", action="store_true", help="keep every repeat (the rule before)")
+    args = parser.parse_args(list(argv))
+    if args.keep_slow:
+        slow.leave_out = lambda logs, higher_is_better=True: (dict(logs), frozenset())
+    print(f"{args.sweeps} A/A sweeps a case, seed {args.seed}, "
+          f"{'every repeat kept' if args.keep_slow else 'slow repeats left out'}\n")
+    print("| noisier side | A/A false alarms |\n|---|---|")
+    for name, (base_cv, odd_cv) in CASES.items():
+        print(f"| {name} | {alarms(base_cv, odd_cv, args.sweeps, args.seed):.1%} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
