@@ -8,6 +8,7 @@ the same draws with every repeat kept (the rule before slow repeats were left ou
 
     python benchmarks/noisy_aa.py                 # 600 sweeps a case, seed 11: about 8 s here
     python benchmarks/noisy_aa.py --keep-slow
+    python benchmarks/noisy_aa.py --max-repeats 6 --futility 0.55     # another design's bounds
 """
 from __future__ import annotations
 
@@ -22,20 +23,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweeper.analysis import sequential as seq, slow  # noqa: E402
 from sweeper.analysis.stats import FASTER, SLOWER  # noqa: E402
+from sweeper.schema import AnalysisConfig, SequentialConfig  # noqa: E402
 
 QUIET = 0.02
+CELLS = 5                          # beside the baseline: four quiet, the fifth at the case's noise
 CASES = {"one cell at 10%": (QUIET, 0.10), "one cell at 15%": (QUIET, 0.15), "one cell at 20%": (QUIET, 0.20),
          "the baseline at 10%": (0.10, QUIET), "the baseline at 15%": (0.15, QUIET)}
 
 
-def alarms(base_cv: float, odd_cv: float, sweeps: int, seed: int) -> float:
+def alarms(base_cv: float, odd_cv: float, sweeps: int, seed: int, design: seq.Design) -> float:
     """Share of A/A sweeps with any cell called faster or slower; the fifth cell at odd_cv."""
-    rng, design, hits = np.random.default_rng(seed), seq.Design(first=2), 0
-    cvs = [QUIET] * 4 + [odd_cv]
+    rng, hits, most = np.random.default_rng(seed), 0, design.max_repeats
+    cvs = [QUIET] * (CELLS - 1) + [odd_cv]
     for _ in range(sweeps):
         values = {"base": dict(enumerate(np.exp(rng.normal(0.0, base_cv, 24))))}
         values.update({f"c{i}": dict(enumerate(np.exp(rng.normal(0.0, cv, 7)))) for i, cv in enumerate(cvs)})
-        found = seq.replay(values, {c: 7 for c in values if c != "base"}, "base", design).decisions.values()
+        found = seq.replay(values, {c: most for c in values if c != "base"}, "base", design).decisions.values()
         hits += any(d.verdict in (FASTER, SLOWER) for d in found)
     return hits / sweeps
 
@@ -45,14 +48,21 @@ def main(argv: Sequence[str] = ()) -> None:
     parser.add_argument("--sweeps", type=int, default=600)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep-slow", action="store_true", help="keep every repeat (the rule before)")
+    defaults = SequentialConfig()
+    parser.add_argument("--max-repeats", type=int, default=defaults.max_repeats, help="sequential.max_repeats")
+    parser.add_argument("--futility", type=float, default=defaults.futility, help="sequential.futility")
     args = parser.parse_args(list(argv))
+    bounds = SequentialConfig(max_repeats=args.max_repeats, futility=args.futility)
+    bounds.check()
+    design = seq.design_for(AnalysisConfig(), bounds, CELLS)
     if args.keep_slow:
         slow.leave_out = lambda logs, higher_is_better=True: (dict(logs), frozenset())
     print(f"{args.sweeps} A/A sweeps a case, seed {args.seed}, "
-          f"{'every repeat kept' if args.keep_slow else 'slow repeats left out'}\n")
+          f"{'every repeat kept' if args.keep_slow else 'slow repeats left out'}; repeats=auto: first round "
+          f"{design.first}, max {design.max_repeats}, futility {design.futility}\n")
     print("| noisier side | A/A false alarms |\n|---|---|")
     for name, (base_cv, odd_cv) in CASES.items():
-        print(f"| {name} | {alarms(base_cv, odd_cv, args.sweeps, args.seed):.1%} |")
+        print(f"| {name} | {alarms(base_cv, odd_cv, args.sweeps, args.seed, design):.1%} |")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_packing, overhead, startup
+from benchmarks import gpu_packing, gpu_prestart, overhead, startup
 from benchmarks._common import CommandRun, markdown_table, span
 
 
@@ -116,6 +116,13 @@ def test_gaps_between_trials_on_one_gpu():
              {"started_at": 3.25, "ended_at": 6.0, "figures": {"gpu": "a", "compute_started_at": 3.75}},
              {"started_at": 0.0, "ended_at": 3.0, "figures": {"gpu": "b", "compute_started_at": 0.5}}]
     assert gpu_packing.gaps_and_setup(times) == (0.25, 0.5)
+
+
+def test_prestart_window_takes_every_step_that_overlaps_it():
+    steps = [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0)]
+    assert gpu_prestart.window(steps, 1.5, 3.0) == [1.0, 1.0]          # the step it starts in, and the next
+    assert gpu_prestart.window(steps, 0.2, 0.4) == [1.0]
+    assert gpu_prestart.window([(0.0, 1.0), (1.0, 3.5)], 1.0, 2.0) == [2.5]   # not the one that ended at its start
 
 
 def test_startup_packing_is_the_work_over_the_slots_times_the_span():
