@@ -45,8 +45,13 @@ keep() {   # run-folder label: its summary.csv (and cells.csv) into $OUT as <lab
 }
 leftovers() {   # what a sweep may have left behind: Ray, zygotes, watchdogs, GPU processes
   echo "-- leftovers after $1 ($(elapsed) s):"
-  ps -eo pid,ppid,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep \
-    && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
+  local found
+  found=$(ps -eo pid,ppid,stat,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep)
+  # Exited processes that only wait for their parent (PID 1, once their own parent was ended) to
+  # collect their exit status hold no memory, GPU or port: counted apart, not as left running.
+  echo "$found" | awk '$3 !~ /^Z/' | grep . && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
+  local exited; exited=$(echo "$found" | awk '$3 ~ /^Z/' | grep -c .)
+  ((exited > 0)) && echo "   $exited exited Ray process(es) not yet collected by PID 1 (zombies)"
   local gpu
   gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
   [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
