@@ -100,7 +100,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
-        warm_imports(root)
+        warm_imports(root, jobs)
         shape = executor.start()
         mark("executor_started")
         trials = plan(jobs, root, shape)
@@ -124,19 +124,26 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
     return code
 
 
-def warm_imports(root: RootConfig) -> None:
+def warm_imports(root: RootConfig, jobs: List[Job]) -> None:
     """What the trial loop and the end of the sweep import (pandas, pyarrow, the analysis), imported
     while Ray starts in the background: off the way from the first trial to the table. With Ray,
-    scipy.stats too (seconds): the analysis needs it for any trial of two steps or more, and Ray's
-    start hides it; in-process trials (executor=local) import it only if the analysis does."""
+    scipy.stats too (seconds) where the end may compare anything (`may_compare`), and Ray's start
+    hides it; in-process trials (executor=local) import it only if the analysis does."""
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
     import sweeper.analysis.run  # noqa: F401
     import sweeper.publishers  # noqa: F401
 
-    if root.executor == "ray":
+    if root.executor == "ray" and may_compare(root, jobs):
         import scipy.stats  # noqa: F401
+
+
+def may_compare(root: RootConfig, jobs: List[Job]) -> bool:
+    """Whether the end of the sweep may test one set of values against another (scipy.stats):
+    cells against each other, repeats, a resumed run's earlier trials, or the history's nights.
+    A run of one trial's intervals are over its steps (numpy alone)."""
+    return len(jobs) > 1 or root.repeats != 1 or bool(root.resume) or root.history.enabled
 
 
 def ended(sweep: Sweep, root: RootConfig, run: Path) -> int:

@@ -209,14 +209,18 @@ def test_a_zygote_imports_the_modules_it_is_sent_before_its_next_fork(tmp_path):
 
 
 # -- whole commands ----------------------------------------------------------------------------
-def imported_packages(args, tmp_path):
-    """Top-level packages `python -X importtime -m sweeper ARGS` imported."""
+def imported_modules(args, tmp_path):
+    """Modules `python -X importtime -m sweeper ARGS` imported."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPER_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
-    return {name.split(".")[0] for name in names}
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def imported_packages(args, tmp_path):
+    """Top-level packages `python -X importtime -m sweeper ARGS` imported."""
+    return {name.split(".")[0] for name in imported_modules(args, tmp_path)}
 
 
 @pytest.mark.slow
@@ -225,6 +229,30 @@ def test_help_and_a_dry_run_import_neither_torch_nor_ray(args, tmp_path):
     found = imported_packages([f"results_dir={tmp_path / 'results'}", *args], tmp_path)
     assert "hydra" in found                               # the parse really listed what it imported
     assert {"torch", "ray", "scipy", "wandb"} & found == set()
+
+
+@pytest.mark.slow
+def test_a_one_trial_run_is_analysed_without_scipy_stats(tmp_path):
+    """Its intervals are over its steps (numpy): nothing to test one set of values against another."""
+    found = imported_modules([f"results_dir={tmp_path / 'results'}", "executor=local", "workload.steps=20",
+                              "workload.target=tests.workloads_for_tests:quick", "wandb.enabled=false",
+                              "report.enabled=false", "history.enabled=false"], tmp_path)
+    assert "sweeper.analysis.cells" in found and "pandas" in found       # it did analyse the trial
+    assert "scipy.stats" not in found
+    cells = next((tmp_path / "results").rglob("cells.csv")).read_text().splitlines()
+    header, row = cells[0].split(","), cells[1].split(",")
+    assert row[header.index("ci_over")] == "steps" and float(row[header.index("p50_low")]) > 0
+
+
+def test_the_driver_warms_scipy_stats_only_where_the_end_may_compare(tmp_path):
+    from sweeper.driver import may_compare
+    from tests.test_in_process import jobs_of
+
+    assert not may_compare(jobs_of(tmp_path, [0])[0].config, jobs_of(tmp_path, [0]))
+    assert may_compare(jobs_of(tmp_path, [0, 1])[0].config, jobs_of(tmp_path, [0, 1]))
+    for values in ({"repeats": 2}, {"repeats": "auto"}, {"history": {"enabled": True}}, {"resume": "latest"}):
+        jobs = jobs_of(tmp_path, [0], **values)
+        assert may_compare(jobs[0].config, jobs), values
 
 
 def short_tmp():

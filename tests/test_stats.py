@@ -77,52 +77,17 @@ def test_percentile_pinned_and_empty():
 # --------------------------------------------------------------------------- bootstrap
 
 
-@pytest.mark.parametrize("statistic, fn, method", [
-    ("p50", lambda x, axis: np.percentile(x, 50, axis=axis), "percentile"),
-    ("p95", lambda x, axis: np.percentile(x, 95, axis=axis), "percentile"),
-    ("mean", lambda x, axis: np.mean(x, axis=axis), "BCa"),
-])
-def test_bootstrap_ci_equals_scipy(statistic, fn, method):
-    ours = bootstrap.bootstrap_ci(SAMPLES, statistic, confidence=0.9, n_resamples=1000, seed=7)
-    ref = sps.bootstrap((np.array(SAMPLES),), fn, confidence_level=0.9, n_resamples=1000,
-                        method=method, rng=np.random.default_rng(7)).confidence_interval
-    assert ours == (ref.low, ref.high)
-
-
-def test_bootstrap_ci_callable_and_seed():
-    def spread(x, axis=-1):
-        return np.max(x, axis=axis) - np.min(x, axis=axis)
-
-    ours = bootstrap.bootstrap_ci(SAMPLES, spread, n_resamples=500, seed=3)
-    ref = sps.bootstrap((np.array(SAMPLES),), spread, n_resamples=500, method="percentile",
-                        rng=np.random.default_rng(3)).confidence_interval
-    assert ours == (ref.low, ref.high)
-    seeded = [bootstrap.bootstrap_ci(SAMPLES, "mean", seed=seed) for seed in (1, 2)]
-    assert seeded[0] != seeded[1]
-
-
-def test_bootstrap_ci_too_few_and_bad_name():
-    assert all(math.isnan(v) for v in bootstrap.bootstrap_ci([1.0]))
-    assert all(math.isnan(v) for v in bootstrap.bootstrap_ci([]))
-    with pytest.raises(ValueError, match="p50"):
-        bootstrap.bootstrap_ci(SAMPLES, "median")
-
-
-def test_throughput_ci():
-    seconds = [0.10, 0.20, 0.10, 0.20, 0.15, 0.12]
-    point, low, high = bootstrap.throughput_ci(seconds, 32, n_resamples=1000, seed=0)
-    assert point == pytest.approx(6 * 32 / 0.87)
-    items = np.full(6, 32.0)
-    ref = sps.bootstrap((items, np.array(seconds)), lambda i, s, axis: i.sum(axis) / s.sum(axis),
-                        paired=True, n_resamples=1000, method="percentile",
-                        rng=np.random.default_rng(0)).confidence_interval
-    assert (low, high) == (ref.low, ref.high)
-    assert low < point < high
-
-
-def test_throughput_ci_single_step():
-    point, low, high = bootstrap.throughput_ci([0.5], [10])
-    assert point == 20.0 and math.isnan(low) and math.isnan(high)
+def test_one_repeat_intervals_are_over_its_steps_and_cover_each_figure():
+    steps = _simulate_steps(np.random.default_rng(5), (1,))[0]                # one process, 100 steps
+    cis = bootstrap.cell_intervals([steps], [np.full(steps.size, 32.0)], n_resamples=500, seed=3)
+    points = {"p50": np.percentile(steps, 50), "p95": np.percentile(steps, 95), "items_per_s": 3200 / steps.sum(),
+              "mean": steps.mean(), "std": steps.std(ddof=1), "cv": steps.std(ddof=1) / steps.mean()}
+    for name, (low, high) in cis.items():
+        assert low < points[name] < high, name
+    again = bootstrap.cell_intervals([steps], [np.full(steps.size, 32.0)], n_resamples=500, seed=4)
+    assert again["p50"] != cis["p50"]                                           # the seed is used
+    assert all(math.isnan(v) for pair in bootstrap.cell_intervals([[0.5]], [[10.0]]).values() for v in pair)
+    assert all(math.isnan(v) for pair in bootstrap.cell_intervals([], []).values() for v in pair)
 
 
 def test_ratio_of_medians_ci_equals_scipy():
@@ -299,16 +264,6 @@ def test_aa_false_positive_rate_repeats_vs_pooled_steps():
 # --------------------------------------------------------------------------- one cell, over repeats
 
 
-@pytest.mark.parametrize("name, fn", [("std", lambda x: np.std(x, ddof=1)),
-                                      ("cv", lambda x: np.std(x, ddof=1) / np.mean(x))])
-def test_std_and_cv_statistics(name, fn):
-    low, high = bootstrap.bootstrap_ci(SAMPLES, name, n_resamples=500, seed=3)
-    ref = sps.bootstrap((np.array(SAMPLES),), lambda x, axis: getattr(bootstrap, f"_{name}")(x, axis=axis),
-                        n_resamples=500, method="percentile", rng=np.random.default_rng(3)).confidence_interval
-    assert (low, high) == (ref.low, ref.high)
-    assert low < fn(np.array(SAMPLES)) < high
-
-
 def test_ratio_ci_equals_scipy_for_p95():
     a, b = _lognormal(1, 40, cv=0.1), _lognormal(2, 50, cv=0.1) * 1.3
     ratio, low, high = bootstrap.ratio_ci(a, b, "p95", n_resamples=1000, seed=5)
@@ -331,14 +286,13 @@ def test_cell_intervals_cover_each_figure_and_keep_the_process_spread():
     assert set(cis) == set(points)
     for name, (low, high) in cis.items():
         assert low < points[name] < high, name
-    flat_low, flat_high = bootstrap.bootstrap_ci(steps.ravel(), "p50", n_resamples=500, seed=1)
-    assert (flat_high - flat_low) < (cis["p50"][1] - cis["p50"][0]) / 2    # steps alone hide the 7% process spread
+    flat = bootstrap.cell_intervals([steps.ravel()], [np.full(steps.size, 32.0)], n_resamples=500, seed=1)["p50"]
+    assert (flat[1] - flat[0]) < (cis["p50"][1] - cis["p50"][0]) / 2    # steps alone hide the 7% process spread
     # repeats of unequal length take the one-at-a-time path and agree closely
     uneven = [r[: 90 + i] for i, r in enumerate(steps)]
     u = bootstrap.cell_intervals(uneven, [i[: 90 + n] for n, i in enumerate(items)], n_resamples=200, seed=1)
     assert u["items_per_s"][0] == pytest.approx(cis["items_per_s"][0], rel=0.03)
     assert u["p50"][1] == pytest.approx(cis["p50"][1], rel=0.03)
-    assert all(math.isnan(v) for pair in bootstrap.cell_intervals([steps[0]], [items[0]]).values() for v in pair)
 
 
 def test_throughput_ratio_ci():

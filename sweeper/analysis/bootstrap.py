@@ -1,9 +1,8 @@
 """Bootstrap intervals over timing samples: pure functions over plain sequences.
 
-Percentile intervals (BCa for the mean) of one sample's statistic, of a ratio between two
-samples, of items/s (measure/rules.py's rule), and a cell's figures over a two-level
-bootstrap (repeats, then steps within each) that keeps the spread between processes.
-NaN marks a failed measurement and is dropped first.
+Percentile intervals of a ratio between two samples, of a ratio of items/s (measure/rules.py's
+rule), and a cell's figures over a two-level bootstrap (repeats, then steps within each) that
+keeps the spread between processes. NaN marks a failed measurement and is dropped first.
 """
 from __future__ import annotations
 
@@ -54,53 +53,6 @@ def _statistic(statistic: Statistic) -> Callable:
         raise ValueError(f"statistic must be one of {sorted(_STATISTICS)} or a callable, "
                          f"got {statistic!r}")
     return _STATISTICS[statistic]
-
-
-def _bootstrap_method(statistic: Statistic) -> str:
-    # BCa is unreliable for quantiles (its jackknife acceleration is erratic for a
-    # non-smooth statistic), so quantiles and unknown callables use the plain
-    # percentile interval; the mean is smooth and gets BCa.
-    return "BCa" if statistic == "mean" else "percentile"
-
-
-def bootstrap_ci(samples: Sequence[float], statistic: Statistic = "p50",
-                 confidence: float = 0.95, n_resamples: int = 2000,
-                 seed: int = 0) -> tuple[float, float]:
-    """Bootstrap confidence interval of a statistic; (nan, nan) below 2 samples."""
-    x = clean(samples)
-    if x.size < 2:
-        return math.nan, math.nan
-    from scipy.stats import bootstrap    # here, when used: importing scipy.stats costs seconds
-
-    res = bootstrap((x,), _statistic(statistic), n_resamples=n_resamples,
-                          confidence_level=confidence, method=_bootstrap_method(statistic),
-                          rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def throughput_ci(step_seconds: Sequence[float], items_per_step: Union[float, Sequence[float]],
-                  confidence: float = 0.95, n_resamples: int = 2000,
-                  seed: int = 0) -> tuple[float, float, float]:
-    """Items/s as total items / total time, with a bootstrap interval over steps.
-
-    Steps are resampled as (seconds, items) pairs. Steps are autocorrelated, so the
-    interval reflects one run's step noise only: compare cells over repeats instead.
-    """
-    seconds = np.asarray(step_seconds, dtype=float).ravel()
-    items = np.broadcast_to(np.asarray(items_per_step, dtype=float), seconds.shape)
-    keep = ~(np.isnan(seconds) | np.isnan(items))
-    seconds, items = seconds[keep], items[keep]
-    if seconds.size == 0:
-        return math.nan, math.nan, math.nan
-    point = float(items_per_second(items, seconds))
-    if seconds.size < 2:
-        return point, math.nan, math.nan
-    from scipy.stats import bootstrap    # here, when used: importing scipy.stats costs seconds
-
-    res = bootstrap((items, seconds), items_per_second, paired=True,
-                          n_resamples=n_resamples, confidence_level=confidence,
-                          method="percentile", rng=np.random.default_rng(seed))
-    return point, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def _median(x, axis=-1):
@@ -230,8 +182,9 @@ def cell_intervals(repeat_seconds: Sequence[Sequence[float]], repeat_items: Sequ
 
     The points are the cell table's (cells.py). Steps with a NaN time are dropped; items_per_s is
     NaN when a step has no item count. Items/s counts `repeat_counted` seconds (each step's cycle,
-    docs/measurement.md) where given, else the steps' own. NaN below 2 repeats (a bootstrap over
-    one process's steps hides the spread between processes: use `bootstrap_ci` / `throughput_ci`)."""
+    docs/measurement.md) where given, else the steps' own. With one repeat the draw is over its
+    steps alone: one process's spread, too narrow to compare cells by (cells.py marks it
+    ci_over="steps"); NaN below two steps. Numpy only: a run of one trial imports no scipy.stats."""
     parts = []
     counted_all = repeat_seconds if repeat_counted is None else repeat_counted
     for seconds, items, counted in zip(repeat_seconds, repeat_items, counted_all):
@@ -242,7 +195,7 @@ def cell_intervals(repeat_seconds: Sequence[Sequence[float]], repeat_items: Sequ
         if keep.any():
             parts.append((s[keep], i[keep], c[keep]))
     names = list(REPEAT_FIGURES) + list(POOLED_FIGURES)
-    if len(parts) < 2:
+    if not parts or sum(p[0].size for p in parts) < 2:
         return {name: (math.nan, math.nan) for name in names}
     seconds, items, counted = (np.concatenate([p[k] for p in parts]) for k in range(3))
     draws: Dict[str, list] = {name: [] for name in names}

@@ -64,23 +64,11 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
     seconds = [g["step_s"].to_numpy(float) for g in groups]
     pooled = stats.describe(np.concatenate(seconds))
     out.update({"mean": pooled.mean, "std": pooled.std, "cv": pooled.cv})
-    if len(groups) >= 2:
-        cis = bootstrap.cell_intervals(seconds, [items_of(g) for g in groups], n_resamples=n_resamples, seed=seed,
+    cis = bootstrap.cell_intervals(seconds, [items_of(g) for g in groups], n_resamples=n_resamples, seed=seed,
                                    repeat_counted=[counted(g) for g in groups])
-    else:
-        cis = _one_repeat_intervals(seconds[0], items_of(groups[0]), counted(groups[0]), n_resamples, seed)
     for name, (low, high) in cis.items():
         out.update({f"{name}_low": low, f"{name}_high": high})
     out["ci_over"] = "repeats" if len(groups) >= 2 else "steps"
-    return out
-
-
-def _one_repeat_intervals(seconds: np.ndarray, items: np.ndarray, counted_s: np.ndarray, n_resamples: int,
-                          seed: int) -> Dict[str, tuple]:
-    """One process: intervals over its steps only (too narrow to compare cells with)."""
-    out = {name: bootstrap.bootstrap_ci(seconds, name, n_resamples=n_resamples, seed=seed)
-           for name in ("p50", "p95", "mean", "std", "cv")}
-    out["items_per_s"] = bootstrap.throughput_ci(counted_s, items, n_resamples=n_resamples, seed=seed)[1:]
     return out
 
 
