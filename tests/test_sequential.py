@@ -186,6 +186,29 @@ def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why
     assert table.loc["slow", "throughput_ratio"] == pytest.approx(10 / 13, abs=0.02)
 
 
+def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):
+    from sweeper.analysis.model import LEFT_OUT
+    from sweeper.report import tables
+
+    baseline_repeats = iter(range(100))
+
+    def base_steps(rng, n):                  # the baseline's second repeat ran 40% slower: a busy machine
+        return steady(0.010, 0.002)(rng, n) * (1.4 if next(baseline_repeats) == 1 else 1.0)
+
+    run = tmp_path / "run"
+    records = write_run(run, [("base", {"data.num_workers": 0}, base_steps),
+                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
+                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002))], repeats=3)
+    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
+    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    table = analysis.verdicts.set_index("cell_id")
+    assert (table.loc["base", LEFT_OUT], table.loc["slow", LEFT_OUT], table.loc["same", LEFT_OUT]) == (1, 0, 0)
+    assert table.loc["slow", "verdict"] == SLOWER and table.loc["same", "verdict"] == within(0.05)
+    header, rows = tables.verdicts(analysis)
+    stopped = {row[header.index("cell")]: row[header.index("stopped")] for row in rows}
+    assert [text for text in stopped.values() if "left out" in text] == ["1 slow repeat left out"]   # the baseline's
+
+
 def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():
     from benchmarks import sequential_sim
 
@@ -333,6 +356,7 @@ def test_a_slow_baseline_repeat_is_left_out_and_the_real_slowdowns_are_still_fou
     assert (found["c2"].verdict, found["c3"].verdict) == (SLOWER, SLOWER)
     assert found["c0"].verdict not in (FASTER, SLOWER) and found["c1"].verdict not in (FASTER, SLOWER)
     assert found["c3"].n_base == 4 and found["c3"].n == 2      # decided at the first look, the slow repeat counted as run
+    assert (found["c3"].base_left_out, found["c3"].left_out) == (1, 0)      # and said to be left out of it
 
 
 def test_a_cell_too_small_to_tell_its_slow_repeat_apart_gets_no_futility_stop_until_it_can():

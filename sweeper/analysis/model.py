@@ -29,6 +29,7 @@ FAILED = "failed"
 ALONE = "alone in its stratum"     # the only cell of its stratum: nothing to compare it with
 STRATUM = "stratum"                # the cells' column: "kind=images", the values of the strata keys
 STOPPED = "stopped"                # repeats=auto: the verdicts' column saying why a cell got no more repeats
+LEFT_OUT = "slow_left_out"         # repeats=auto: the slow repeats of the cell its last look left out
 # per metric in the verdict table: {metric}_{name}; the ratio is cell / baseline, its 95% interval ratio_low/high
 VERDICT_COLUMNS = ("ratio", "ratio_low", "ratio_high", "p", "p_adj", "delta", "verdict")
 

@@ -23,7 +23,7 @@ from sweeper.analysis import baselines, findings, verdicts
 from sweeper.analysis.cells import cell_table, memory_column
 from sweeper.analysis.fleet import fleet_table
 from sweeper.analysis.load import load_run, normalise, run_workloads, swept_axes, workload_view
-from sweeper.analysis.model import METRICS, STOPPED, VERDICT_COLUMNS, Analysis, RunData, Stratum, WorkloadView
+from sweeper.analysis.model import LEFT_OUT, METRICS, STOPPED, VERDICT_COLUMNS, Analysis, RunData, Stratum, WorkloadView
 from sweeper.analysis.pairs import pair_ratios
 from sweeper.analysis.recommend import recommend
 from sweeper.analysis.repeats import repeat_table
@@ -147,7 +147,7 @@ def run_analysis_config(run: Path) -> AnalysisConfig:
 
 
 def _verdict_columns() -> List[str]:
-    return [f"{m}_{n}" for m in METRICS for n in VERDICT_COLUMNS] + ["verdict", STOPPED]
+    return [f"{m}_{n}" for m in METRICS for n in VERDICT_COLUMNS] + ["verdict", STOPPED, LEFT_OUT]
 
 
 def cell_summary(analysis: Analysis) -> pd.DataFrame:

@@ -78,6 +78,8 @@ class Decision:
     p: float = math.nan
     level: float = math.nan
     rejected: bool = False                # significant at its look: counts as a Holm rejection
+    left_out: int = 0                     # the cell's slow repeats its last look left out (slow.py)
+    base_left_out: int = 0                # the baseline's, at that look
 
     @property
     def is_open(self) -> bool:
@@ -148,6 +150,9 @@ class Evidence:
         noisy one would be flattered by the pooled variance) or its noise is not known yet."""
         return any(c in self.unsure or self.kept[c].size < self.ran[c].size for c in (cell, ref))
 
+    def left_out(self, cell: str) -> int:
+        return int(self.ran[cell].size - self.kept[cell].size)
+
     def contrast(self, cell: str, ref: str) -> Contrast:
         return contrast(self.kept[cell], self.kept[ref], self.noise, self.own_noise(cell, ref))
 
@@ -170,7 +175,8 @@ def look(seen: Evidence, baseline: str, open_cells: Sequence[str], design: Desig
         unsure = {cell, baseline} & seen.unsure
         out[cell] = _judge(cell, found[cell], stepping, lvl, round_, replace(design, futility=0.0) if unsure else design,
                            width, final)
-        out[cell] = replace(out[cell], n=int(seen.ran[cell].size), n_base=int(seen.ran[baseline].size))
+        out[cell] = replace(out[cell], n=int(seen.ran[cell].size), n_base=int(seen.ran[baseline].size),
+                            left_out=seen.left_out(cell), base_left_out=seen.left_out(baseline))
     return out
 
 

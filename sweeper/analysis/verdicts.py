@@ -10,19 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from sweeper.analysis import sequential as sequential_rule
 from sweeper.analysis import stats
-from sweeper.analysis.model import (ALONE, BASELINE, COLUMN, FAILED, HIGHER_IS_BETTER, METRICS, STOPPED, STRATUM,
-                                    VERDICT_COLUMNS, Stratum)
+from sweeper.analysis.model import (ALONE, BASELINE, COLUMN, FAILED, HIGHER_IS_BETTER, LEFT_OUT, METRICS, STOPPED,
+                                    STRATUM, VERDICT_COLUMNS, Stratum)
 from sweeper.analysis.repeats import values
 from sweeper.schema import AnalysisConfig
 
 Comparisons = Dict[str, Dict[str, stats.Comparison]]     # metric -> cell_id -> against its baseline
+
+
+class Stop(NamedTuple):
+    """repeats=auto: why a cell got no more repeats, and how many of its slow repeats its last look
+    left out (a baseline's: the most any of its cells' last looks left out)."""
+    why: str
+    left_out: int = 0
 
 
 def compare_with_baseline(repeats: pd.DataFrame, cells: Sequence[str], baseline_id: str,
@@ -62,7 +69,7 @@ def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, me
 def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0,
           sequential: Any = None, trial_repeats: Optional[Dict[str, List[int]]] = None):
     """Each stratum with its noise floor, and every cell's comparisons with its stratum's baseline
-    (Holm within the stratum): (strata, comparisons per metric, why each cell stopped). A run of
+    (Holm within the stratum): (strata, comparisons per metric, each cell's Stop). A run of
     repeats=auto (`sequential`: its SequentialConfig) is judged on analysis.metric by the looks
     the sweep took (sequential.replay); `trial_repeats`: cell -> its trials' repeat numbers."""
     comparisons: Comparisons = {m: {} for m in METRICS}
@@ -75,7 +82,8 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
             if design is not None:
                 found = _looked(repeats, s, design, cfg, trial_repeats or {})
                 comparisons[cfg.metric].update({c: x for c, (x, _) in found.items()})
-                stopped.update({c: why for c, (_, why) in found.items()})
+                stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
+                stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
             s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed))
         judged.append(s)
     return tuple(judged), comparisons, stopped
@@ -92,7 +100,7 @@ def sequential_design(strata: Sequence[Stratum], cfg: AnalysisConfig,
 
 def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, cfg: AnalysisConfig,
             trial_repeats: Dict[str, List[int]]) -> Dict[str, tuple]:
-    """cell -> (its Comparison from the sequential decision, why it stopped)."""
+    """cell -> (its Comparison from the sequential decision, the decision)."""
     column = COLUMN[cfg.metric]
     mine = repeats[repeats["cell_id"].isin(s.cell_ids)]
     values = {c: {} for c in s.cell_ids}
@@ -101,7 +109,7 @@ def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, c
     rounds = {c: sequential_rule.rounds_of(trial_repeats.get(c, [])) for c in s.cell_ids if c != s.baseline_id}
     failed = [c for c in rounds if sequential_rule.last_failed(values[c], trial_repeats.get(c, []))]
     decided = sequential_rule.closed(sequential_rule.replay(values, rounds, s.baseline_id, design).decisions, failed)
-    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d.reason) for c, d in decided.items()}
+    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d) for c, d in decided.items()}
 
 
 def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Dict[int, float],
@@ -115,7 +123,7 @@ def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Di
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequence[Stratum],
-                  metric: str, stopped: Optional[Dict[str, str]] = None) -> pd.DataFrame:
+                  metric: str, stopped: Optional[Dict[str, Stop]] = None) -> pd.DataFrame:
     """One row per cell: its figures, then ratio [CI], p, adjusted p, Cliff's delta and verdict
     per metric (`throughput_ratio`, `p50_ratio_low`, ...: VERDICT_COLUMNS); `verdict` is the
     chosen metric's. Stratum by stratum in order of appearance, each with its baseline first,
@@ -134,8 +142,8 @@ def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequenc
             row.update(_comparison_columns(m, comparisons.get(m, {}).get(cell["cell_id"]),
                                            cell["cell_id"] in bases, cell["repeats"], cell["cell_id"] in alone))
         row["verdict"] = row[f"{metric}_verdict"]
-        if stopped is not None:      # repeats=auto: why the cell got no more repeats
-            row[STOPPED] = stopped.get(cell["cell_id"], "")
+        if stopped is not None:      # repeats=auto: why the cell got no more repeats, its slow repeats left out
+            row[STOPPED], row[LEFT_OUT] = stopped.get(cell["cell_id"], Stop(""))
         rows.append(row)
     table = pd.DataFrame(rows)
     order = {c: i for i, s in enumerate(strata) for c in s.cell_ids}

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from sweeper.analysis import stats
-from sweeper.analysis.model import HIGHER_IS_BETTER, METRICS, STOPPED, STRATUM, Analysis
+from sweeper.analysis.model import HIGHER_IS_BETTER, LEFT_OUT, METRICS, STOPPED, STRATUM, Analysis
 from sweeper.analysis.pairs import pair_lines
 from sweeper.analysis.repeats import measured_steps
 from sweeper.analysis.text import interval, num, pvalue, rate_digits
@@ -129,8 +129,17 @@ def verdicts(analysis: Analysis) -> Table:
         rows.append([*(str(row[STRATUM]) for _ in stratum_header(analysis)), row["cell"], str(row["repeats"]), *(figure(row, c, s, d) for c, _, s, d in main),
                      num(v.get(f"{m}_ratio"), 1.0, 3), interval(v.get(f"{m}_ratio_low"), v.get(f"{m}_ratio_high"), 1.0, 3),
                      pvalue(v.get(f"{m}_p_adj")), num(v.get(f"{m}_delta"), 1.0, 2), v[f"{m}_verdict"],
-                     *([v.get(STOPPED) or ""] if auto else []), *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
+                     *([stopped(v)] if auto else []), *(t for o in others for t in (num(v.get(f"{o}_ratio"), 1.0, 3), v[f"{o}_verdict"]))])
     return header, rows
+
+
+def stopped(verdict: dict) -> str:
+    """Why a cell of repeats=auto stopped, and the slow repeats its last look left out (slow.py)."""
+    why, slow = verdict.get(STOPPED) or "", verdict.get(LEFT_OUT)
+    if not (isinstance(slow, (int, float)) and slow >= 1):
+        return why
+    left = f"{int(slow)} slow repeat{'s' if slow >= 2 else ''} left out"
+    return f"{why}; {left}" if why else left
 
 
 def noise_floor(analysis: Analysis) -> str:
