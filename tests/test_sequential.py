@@ -186,6 +186,23 @@ def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why
     assert table.loc["slow", "throughput_ratio"] == pytest.approx(10 / 13, abs=0.02)
 
 
+def test_a_repeats_auto_run_judges_its_latency_figures_by_the_same_looks(tmp_path):
+    from sweeper.analysis.stats import TOO_FEW
+
+    run = tmp_path / "run"
+    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
+                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
+                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002)),
+                              ("also", {"data.num_workers": 3}, steady(0.010, 0.002))], repeats=3)
+    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
+    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    table = analysis.verdicts.set_index("cell_id")
+    # three repeats against six, Holm over three: a rank test could not decide anything here
+    assert (table.loc["slow", "p50_verdict"], table.loc["slow", "p95_verdict"]) == (SLOWER, SLOWER)
+    assert table.loc["slow", "p50_ratio"] == pytest.approx(1.3, abs=0.03)             # a latency: cell / baseline
+    assert TOO_FEW not in set(table[["p50_verdict", "p95_verdict"]].to_numpy().ravel())
+
+
 def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):
     from sweeper.analysis.model import LEFT_OUT
     from sweeper.report import tables

@@ -2,8 +2,8 @@
 
 A cell is compared with the baseline over one value per repeat (stats.compare_cells), Holm-
 adjusted across the stratum's cells, and judged faster / slower / within the minimum effect /
-no detectable change / too few repeats. A run of repeats=auto is judged on analysis.metric by
-the looks the sweep took (sequential.py), with why each cell stopped. The noise floor is the baseline against itself: its
+no detectable change / too few repeats. A run of repeats=auto is judged by the looks the sweep
+took (sequential.py), every metric by the same rule, with why each cell stopped (on analysis.metric). The noise floor is the baseline against itself: its
 repeats in run order, split into two interleaved halves. Pure over DataFrames.
 """
 from __future__ import annotations
@@ -70,20 +70,24 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
           sequential: Any = None, trial_repeats: Optional[Dict[str, List[int]]] = None):
     """Each stratum with its noise floor, and every cell's comparisons with its stratum's baseline
     (Holm within the stratum): (strata, comparisons per metric, each cell's Stop). A run of
-    repeats=auto (`sequential`: its SequentialConfig) is judged on analysis.metric by the looks
-    the sweep took (sequential.replay); `trial_repeats`: cell -> its trials' repeat numbers."""
+    repeats=auto (`sequential`: its SequentialConfig) is judged by the looks the sweep took
+    (sequential.replay), every metric by the same rule over the repeats each cell ran: the cells
+    stopped on analysis.metric, so another metric's verdict is what its own looks decided by then
+    (or undecided); `trial_repeats`: cell -> its trials' repeat numbers."""
     comparisons: Comparisons = {m: {} for m in METRICS}
     judged, stopped = [], {}
     design = sequential_design(strata, cfg, sequential)
     for s in strata:
         if s.baseline_id is not None:
             for m in METRICS:
-                comparisons[m].update(compare_with_baseline(repeats, list(s.cell_ids), s.baseline_id, cfg, m, seed))
-            if design is not None:
-                found = _looked(repeats, s, design, cfg, trial_repeats or {})
-                comparisons[cfg.metric].update({c: x for c, (x, _) in found.items()})
-                stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
-                stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
+                if design is None:
+                    comparisons[m].update(compare_with_baseline(repeats, list(s.cell_ids), s.baseline_id, cfg, m, seed))
+                    continue
+                found = _looked(repeats, s, _for_metric(design, m, cfg.metric), m, trial_repeats or {})
+                comparisons[m].update({c: x for c, (x, _) in found.items()})
+                if m == cfg.metric:
+                    stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
+                    stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
             s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed))
         judged.append(s)
     return tuple(judged), comparisons, stopped
@@ -98,10 +102,17 @@ def sequential_design(strata: Sequence[Stratum], cfg: AnalysisConfig,
     return sequential_rule.design_for(cfg, sequential, family)
 
 
-def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, cfg: AnalysisConfig,
+def _for_metric(design: sequential_rule.Design, metric: str, chosen: str) -> sequential_rule.Design:
+    """The run's Design for judging `metric`: its own direction; only the chosen metric races."""
+    if metric == chosen:
+        return design
+    return dataclasses.replace(design, higher_is_better=metric in HIGHER_IS_BETTER, race=False)
+
+
+def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, metric: str,
             trial_repeats: Dict[str, List[int]]) -> Dict[str, tuple]:
-    """cell -> (its Comparison from the sequential decision, the decision)."""
-    column = COLUMN[cfg.metric]
+    """cell -> (its Comparison on `metric` from the sequential decision, the decision)."""
+    column = COLUMN[metric]
     mine = repeats[repeats["cell_id"].isin(s.cell_ids)]
     values = {c: {} for c in s.cell_ids}
     for row in mine[["cell_id", "repeat", column]].to_dict("records"):

@@ -183,8 +183,9 @@ def sequential_words(design: Any, what: str) -> str:
             f"stops once decided (faster or slower: significant and past {design.min_effect * 100:g}%; within "
             f"{design.min_effect * 100:g}%: its interval inside, or significant but smaller; no detectable change: "
             f"under {design.futility * 100:g}% predictive power left), at its maximum ({design.max_repeats} "
-            f"repeats), or at the budget{race}; the interval is the look's (1 - 2 alpha) repeated interval; "
-            f"ratio = cell / baseline (geometric means)")
+            f"repeats), or at the budget{race}; the other metrics' verdicts come from the same looks over the "
+            f"repeats each cell ran (undecided: not decided by the time the cell stopped); the interval is the "
+            f"look's (1 - 2 alpha) repeated interval; ratio = cell / baseline (geometric means)")
 
 
 def run_facts(records: Sequence[Dict[str, Any]], analysis: Analysis) -> List[str]:
