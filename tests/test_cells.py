@@ -326,6 +326,18 @@ def test_per_item_objective_when_batch_size_is_swept():
     assert rec.gain == pytest.approx(1.0, rel=0.05)
 
 
+def test_per_item_objective_of_a_repeats_auto_run_is_decided_by_its_looks():
+    # two repeats against the baseline's four: a rank test could only say "too few repeats"
+    from sweeper.schema import SequentialConfig
+
+    summary = _summary({"c0": _around(0.010, 4), "c1": _around(0.010, 2, seed=1)}, axis="data.batch_size")
+    summary.loc[summary["cell_id"] == "c1", "items_per_s"] *= 2
+    a = analyze(summary, EMPTY, AnalysisConfig(metric="p50"), sequential=SequentialConfig())
+    rec = recommend.recommend(dataclasses.replace(a, repeats=a.repeats.assign(mean=summary["step_mean_s"].to_numpy())))
+    assert rec.objective == recommend.PER_ITEM and rec.cell_id == "c1" and rec.verdict == stats.FASTER
+    assert rec.gain == pytest.approx(1.0, rel=0.05) and rec.gain_low < rec.gain < rec.gain_high
+
+
 # --------------------------------------------------------------------------- real result folders
 
 

@@ -23,9 +23,8 @@ from typing import List, Optional
 import pandas as pd
 
 from sweeper.analysis import overlap, stats
-from sweeper.analysis.model import COLUMN, HIGHER_IS_BETTER, METRICS
+from sweeper.analysis.model import COLUMN, HIGHER_IS_BETTER
 from sweeper.analysis.repeats import median
-from sweeper.analysis.verdicts import compare_with_baseline
 from sweeper.analysis.text import num, pct
 from sweeper.schema import AnalysisConfig
 
@@ -90,17 +89,17 @@ def _allowed(cells: pd.DataFrame, cfg: AnalysisConfig, memory_column: str = "hos
     return mask, applied, ignored
 
 
-def _comparisons(analysis, objective: str, cfg: AnalysisConfig) -> pd.DataFrame:
-    """ratio, low, high (cell / baseline) and verdict per cell for the objective."""
-    if objective in METRICS:
-        v = analysis.verdicts.set_index("cell_id")
-        return v[[f"{objective}_ratio", f"{objective}_ratio_low", f"{objective}_ratio_high", f"{objective}_verdict"]] \
-            .set_axis(["ratio", "low", "high", "verdict"], axis=1)
-    repeats = analysis.repeats.assign(**{PER_ITEM: 1.0 / analysis.repeats["items_per_s"]})
-    found = compare_with_baseline(repeats, list(analysis.cells["cell_id"]), analysis.baseline_id, cfg, PER_ITEM)
-    rows = {c: (x.ratio, x.ratio_low, x.ratio_high, x.verdict) for c, x in found.items()}
-    rows[analysis.baseline_id] = (1.0, math.nan, math.nan, "baseline")
-    return pd.DataFrame.from_dict(rows, orient="index", columns=["ratio", "low", "high", "verdict"])
+def _comparisons(analysis, objective: str) -> pd.DataFrame:
+    """ratio, low, high (cell / baseline) and verdict per cell for the objective, from the verdicts.
+    Time per item is 1 / items/s of the same repeats: throughput's comparison turned over (the
+    same test and the same verdict; the ratio and its interval inverted)."""
+    metric = "throughput" if objective == PER_ITEM else objective
+    v = analysis.verdicts.set_index("cell_id")
+    table = v[[f"{metric}_ratio", f"{metric}_ratio_low", f"{metric}_ratio_high", f"{metric}_verdict"]] \
+        .set_axis(["ratio", "low", "high", "verdict"], axis=1)
+    if objective == PER_ITEM:
+        table = table.assign(ratio=1.0 / table["ratio"], low=1.0 / table["high"], high=1.0 / table["low"])
+    return table
 
 
 def _gain(ratio: float, higher_is_better: bool) -> float:
@@ -129,7 +128,7 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
         return _with_loader(recommend_fastest(analysis, cfg), analysis)
     objective = _objective(analysis)
     mask, applied, ignored = _allowed(cells, cfg, analysis.workload.memory)
-    table = _with_gains(cells.set_index("cell_id").join(_comparisons(analysis, objective, cfg)),
+    table = _with_gains(cells.set_index("cell_id").join(_comparisons(analysis, objective)),
                         objective in HIGHER_IS_BETTER)
     candidates = table[mask.to_numpy() & (table["repeats"] > 0).to_numpy()]
     excluded = [str(c) for c in table.loc[~mask.to_numpy(), "cell"]]
