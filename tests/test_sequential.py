@@ -201,6 +201,8 @@ def test_a_repeats_auto_run_judges_its_latency_figures_by_the_same_looks(tmp_pat
     assert (table.loc["slow", "p50_verdict"], table.loc["slow", "p95_verdict"]) == (SLOWER, SLOWER)
     assert table.loc["slow", "p50_ratio"] == pytest.approx(1.3, abs=0.03)             # a latency: cell / baseline
     assert TOO_FEW not in set(table[["p50_verdict", "p95_verdict"]].to_numpy().ravel())
+    floor = analysis.strata[0].noise_floor              # the baseline's halves, 3 against 3, by the same test
+    assert floor.verdict in (within(0.05), NO_CHANGE) and floor.ratio_low < 1 < floor.ratio_high
 
 
 def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):

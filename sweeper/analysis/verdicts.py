@@ -55,15 +55,28 @@ def _family_too_few(c: stats.Comparison, family: int) -> stats.Comparison:
 
 
 def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, metric: str,
-                seed: int = 0) -> Optional[stats.Comparison]:
-    """The baseline against itself: its repeats in run order, split into two interleaved halves."""
+                seed: int = 0, design: Optional[sequential_rule.Design] = None) -> Optional[stats.Comparison]:
+    """The baseline against itself: its repeats in run order, split into two interleaved halves.
+    A repeats=auto run (`design`) judges them with its own test, as one final look (`_one_look`)."""
     base = repeats[repeats["cell_id"] == baseline_id]
     order = ["started_at", "repeat"] if base["started_at"].notna().all() else ["repeat"]
     ordered = base.sort_values(order)[COLUMN[metric]].to_numpy(dtype=float)
     if ordered.size < 2:
         return None
-    return stats.compare_cells(ordered[0::2], ordered[1::2], cfg.alpha, cfg.min_effect, seed=seed,
+    first, second = ordered[0::2], ordered[1::2]
+    if design is not None and second.size >= 2:
+        return _one_look(first, second, design)
+    return stats.compare_cells(first, second, cfg.alpha, cfg.min_effect, seed=seed,
                                higher_is_better=metric in HIGHER_IS_BETTER)
+
+
+def _one_look(first: np.ndarray, second: np.ndarray, design: sequential_rule.Design) -> stats.Comparison:
+    """`second` against `first` by repeats=auto's rule at a single look that spends all of alpha
+    (its information fraction 1): the t-test on logs, its interval and verdict."""
+    values = {"first": dict(enumerate(first)), "second": dict(enumerate(second))}
+    once = dataclasses.replace(design, first=second.size, max_repeats=second.size, race=False)
+    decided = sequential_rule.replay(values, {"second": second.size}, "first", once).decisions["second"]
+    return _as_comparison(decided, values["second"], values["first"], once)
 
 
 def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0,
@@ -88,7 +101,7 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
                 if m == cfg.metric:
                     stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
                     stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
-            s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed))
+            s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed, design))
         judged.append(s)
     return tuple(judged), comparisons, stopped
 
