@@ -108,7 +108,7 @@ class Rounds:
         left = 0
         for s in self.strata:
             cells = [c for c in s.cells if c != s.baseline]
-            opened = seq.Replayed({c: seq.Decision(c) for c in cells}, 2 * first, 2 * first)
+            opened = seq.Replayed({c: seq.Decision(c) for c in cells}, 2 * first, 2 * first, {})
             left += seq.trials_left(opened, {c: first for c in cells}, 2 * first, self.design)
         return left
 

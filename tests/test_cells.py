@@ -220,6 +220,14 @@ def _steps(trial_ids, n=40, seed=0):
     return pd.concat(frames, ignore_index=True)
 
 
+def test_intervals_drawn_from_one_repeats_steps_say_so_even_when_the_cell_ran_two():
+    summary = _summary({"c0": [0.01, 0.01]})
+    steps = _steps(summary["trial_id"])
+    steps.loc[(steps["trial_id"] == "c0-1") & ~steps["warmup"], "step_s"] = np.nan     # no step of it measured
+    c0 = cell_table(summary, steps, n_resamples=200).set_index("cell_id").loc["c0"]
+    assert c0["ci_over"] == "steps" and c0["p50_low"] < c0["p50_high"]
+
+
 def test_cell_table_from_steps_leaves_out_warmup():
     summary = _summary({"c0": [0.01, 0.01, 0.01], "c1": [0.01]})
     steps = _steps(summary["trial_id"])

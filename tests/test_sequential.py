@@ -186,6 +186,19 @@ def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why
     assert table.loc["slow", "throughput_ratio"] == pytest.approx(10 / 13, abs=0.02)
 
 
+def test_another_metrics_replay_takes_the_baseline_repeats_the_sweep_had_at_each_look():
+    rng = np.random.default_rng(3)
+    values = {"base": _values(rng, 0.0, 0.08, 16)}
+    values.update({f"c{i}": _values(rng, 0.0, 0.08, 5) for i in range(3)})
+    rounds, design = {c: 5 for c in values if c != "base"}, seq.Design(first=2, max_repeats=5, futility=0)
+    alone = seq.replay(values, rounds, "base", design)
+    assert max(alone.base_at.values()) > 4                  # on its own, Dunnett's share grows the baseline
+    swept = {2: 4, 3: 4, 4: 5, 5: 5}                         # what the chosen metric's looks ran
+    held = seq.replay(values, rounds, "base", design, swept)
+    assert held.base_at == {r: swept[r] for r in held.base_at}
+    assert all(d.n_base <= 5 for d in held.decisions.values())
+
+
 def test_a_repeats_auto_run_judges_its_latency_figures_by_the_same_looks(tmp_path):
     from sweeper.analysis.stats import TOO_FEW
 
@@ -203,6 +216,22 @@ def test_a_repeats_auto_run_judges_its_latency_figures_by_the_same_looks(tmp_pat
     assert TOO_FEW not in set(table[["p50_verdict", "p95_verdict"]].to_numpy().ravel())
     floor = analysis.strata[0].noise_floor              # the baseline's halves, 3 against 3, by the same test
     assert floor.verdict in (within(0.05), NO_CHANGE) and floor.ratio_low < 1 < floor.ratio_high
+
+
+def test_the_noise_floor_of_a_repeats_auto_run_takes_its_own_test_only_where_there_is_something_to_test():
+    import pandas as pd
+    from sweeper.analysis import verdicts
+    from sweeper.analysis.stats import TOO_FEW
+
+    def floor(values):
+        frame = pd.DataFrame({"cell_id": "base", "repeat": range(len(values)), "started_at": range(len(values)),
+                              "items_per_s": values})
+        return verdicts.noise_floor(frame, "base", AnalysisConfig(), "throughput", design=seq.Design(first=2))
+
+    steady_floor = floor([100.0, 100.5, 99.5, 100.2])                       # 2 vs 2: a rank test could not decide
+    assert steady_floor.verdict in (within(0.05), NO_CHANGE) and 0 < steady_floor.p_value < 1
+    assert floor([100.0, 100.0, 100.0, 100.0]).verdict == TOO_FEW             # no spread at all: nothing to test
+    assert floor([100.0, np.nan, 101.0, np.nan]).verdict == TOO_FEW           # a half of failed repeats
 
 
 def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):

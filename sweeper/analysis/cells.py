@@ -68,7 +68,8 @@ def _cell_statistics(groups: List[pd.DataFrame], repeats: pd.DataFrame, figures:
                                    repeat_counted=[counted(g) for g in groups])
     for name, (low, high) in cis.items():
         out.update({f"{name}_low": low, f"{name}_high": high})
-    out["ci_over"] = "repeats" if len(groups) >= 2 else "steps"
+    measured = sum(1 for s in seconds if np.isfinite(s).any())     # the repeats the intervals drew from
+    out["ci_over"] = "repeats" if measured >= 2 else "steps"
     return out
 
 

@@ -231,32 +231,36 @@ class Replayed:
     decisions: Dict[str, Decision]
     base_used: int                        # the baseline's repeats at the last look
     base_wanted: int                      # the baseline's repeats wanted by the next round
+    base_at: Dict[int, int]               # round -> the baseline's repeats at that round's look
 
 
 def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: str,
-           design: Design) -> Replayed:
+           design: Design, base_at: Optional[Mapping[int, int]] = None) -> Replayed:
     """Every look of one stratum, in order, as the sweep took them: at round r, each open cell's
     repeats before r, each closed cell's before the round that closed it (the sweep ran no more),
-    and the baseline's first `baseline_target` ones. A cell decided at a look keeps that decision;
-    OPEN ones may get another round."""
+    and the baseline's first `baseline_target` ones, or `base_at[r]`: the baseline's repeats at
+    that look as the sweep ran them (another metric's replay of the same run passes the chosen
+    metric's, whose looks set the baseline's schedule). A cell decided at a look keeps that
+    decision; OPEN ones may get another round."""
     cells = [c for c in values if c != baseline]
     out: Dict[str, Decision] = {c: Decision(c) for c in cells}
     rejected, comparisons, base = 0, len(cells), baseline_target(design.first, len(cells), design, 0)
-    used, upto = base, {c: design.first for c in cells}
+    used, upto, at = base, {c: design.first for c in cells}, {}
     for r in range(design.first, max([rounds.get(c, 0) for c in cells] + [0]) + 1):
+        base = base_at.get(r, base) if base_at is not None else base
         upto.update({c: r for c in cells if out[c].is_open})
         data = {c: _upto(values[c], base if c == baseline else upto[c]) for c in values}
         open_now = [c for c in cells if out[c].is_open and rounds.get(c, 0) >= r]
         if not open_now:
             break
-        used = base
+        used = at[r] = base
         seen = Evidence.of(data, design.higher_is_better)
         out.update(look(seen, baseline, open_now, design, r, comparisons, rejected))
         rejected = sum(1 for d in out.values() if d.rejected)
         if design.race:
             _race(seen, out, design, r, comparisons)
         base = baseline_target(r + 1, sum(1 for d in out.values() if d.is_open), design, base)
-    return Replayed(out, used, base)
+    return Replayed(out, used, base, at)
 
 
 def wanting(decisions: Mapping[str, Decision], rounds: Mapping[str, int], design: Design) -> List[str]:

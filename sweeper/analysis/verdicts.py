@@ -57,15 +57,18 @@ def _family_too_few(c: stats.Comparison, family: int) -> stats.Comparison:
 def noise_floor(repeats: pd.DataFrame, baseline_id: str, cfg: AnalysisConfig, metric: str,
                 seed: int = 0, design: Optional[sequential_rule.Design] = None) -> Optional[stats.Comparison]:
     """The baseline against itself: its repeats in run order, split into two interleaved halves.
-    A repeats=auto run (`design`) judges them with its own test, as one final look (`_one_look`)."""
+    A repeats=auto run (`design`) judges them with its own test, as one final look (`_one_look`),
+    where each half has two finite values and they have a spread to test."""
     base = repeats[repeats["cell_id"] == baseline_id]
     order = ["started_at", "repeat"] if base["started_at"].notna().all() else ["repeat"]
     ordered = base.sort_values(order)[COLUMN[metric]].to_numpy(dtype=float)
     if ordered.size < 2:
         return None
     first, second = ordered[0::2], ordered[1::2]
-    if design is not None and second.size >= 2:
-        return _one_look(first, second, design)
+    if design is not None and min(np.isfinite(first).sum(), np.isfinite(second).sum()) >= 2:
+        looked = _one_look(first, second, design)
+        if math.isfinite(looked.p_value):        # else no spread to test (identical values): the rank test says so
+            return looked
     return stats.compare_cells(first, second, cfg.alpha, cfg.min_effect, seed=seed,
                                higher_is_better=metric in HIGHER_IS_BETTER)
 
@@ -92,13 +95,15 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
     design = sequential_design(strata, cfg, sequential)
     for s in strata:
         if s.baseline_id is not None:
-            for m in METRICS:
+            schedule = None       # the chosen metric's looks set the baseline's repeats at each round
+            for m in sorted(METRICS, key=lambda m: m != cfg.metric):
                 if design is None:
                     comparisons[m].update(compare_with_baseline(repeats, list(s.cell_ids), s.baseline_id, cfg, m, seed))
                     continue
-                found = _looked(repeats, s, _for_metric(design, m, cfg.metric), m, trial_repeats or {})
+                found, at = _looked(repeats, s, _for_metric(design, m, cfg.metric), m, trial_repeats or {}, schedule)
                 comparisons[m].update({c: x for c, (x, _) in found.items()})
                 if m == cfg.metric:
+                    schedule = at
                     stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
                     stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
             s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed, design))
@@ -123,8 +128,9 @@ def _for_metric(design: sequential_rule.Design, metric: str, chosen: str) -> seq
 
 
 def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, metric: str,
-            trial_repeats: Dict[str, List[int]]) -> Dict[str, tuple]:
-    """cell -> (its Comparison on `metric` from the sequential decision, the decision)."""
+            trial_repeats: Dict[str, List[int]], schedule: Optional[Dict[int, int]] = None) -> tuple:
+    """(cell -> (its Comparison on `metric` from the sequential decision, the decision), the
+    baseline's repeats at each round's look); `schedule`: those of the chosen metric's replay."""
     column = COLUMN[metric]
     mine = repeats[repeats["cell_id"].isin(s.cell_ids)]
     values = {c: {} for c in s.cell_ids}
@@ -132,8 +138,10 @@ def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, m
         values[row["cell_id"]][int(row["repeat"])] = float(row[column])
     rounds = {c: sequential_rule.rounds_of(trial_repeats.get(c, [])) for c in s.cell_ids if c != s.baseline_id}
     failed = [c for c in rounds if sequential_rule.last_failed(values[c], trial_repeats.get(c, []))]
-    decided = sequential_rule.closed(sequential_rule.replay(values, rounds, s.baseline_id, design).decisions, failed)
-    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d) for c, d in decided.items()}
+    replayed = sequential_rule.replay(values, rounds, s.baseline_id, design, schedule)
+    decided = sequential_rule.closed(replayed.decisions, failed)
+    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d) for c, d in decided.items()}, \
+        replayed.base_at
 
 
 def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Dict[int, float],
