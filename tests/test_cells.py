@@ -332,6 +332,7 @@ def test_per_item_objective_when_batch_size_is_swept():
     rec = recommend.recommend(dataclasses.replace(a, repeats=summary_mean))
     assert rec.objective == recommend.PER_ITEM and rec.cell_id == "c1"
     assert rec.gain == pytest.approx(1.0, rel=0.05)
+    assert rec.baseline_value / rec.value == pytest.approx(1 + rec.gain, rel=1e-9)   # the figures shown agree
 
 
 def test_per_item_objective_of_a_repeats_auto_run_is_decided_by_its_looks():

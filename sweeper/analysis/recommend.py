@@ -24,7 +24,6 @@ import pandas as pd
 
 from sweeper.analysis import overlap, stats
 from sweeper.analysis.model import COLUMN, HIGHER_IS_BETTER
-from sweeper.analysis.repeats import median
 from sweeper.analysis.text import num, pct
 from sweeper.schema import AnalysisConfig
 
@@ -249,12 +248,12 @@ def _dropped(analysis) -> dict:
 
 
 def _median_value(analysis, cell_id: str, objective: str) -> float:
-    """The cell table's median (cells.py); time per item: the median of each repeat's."""
-    if objective != PER_ITEM:
-        found = analysis.cells.loc[analysis.cells["cell_id"] == cell_id, COLUMN[objective]]
-        return float(found.iloc[0]) if len(found) else math.nan
-    r = analysis.repeats[analysis.repeats["cell_id"] == cell_id]
-    return median(1.0 / r["items_per_s"])
+    """The cell table's median (cells.py); time per item: 1 / its throughput, as its gain is
+    throughput's turned over (`_comparisons`)."""
+    found = analysis.cells.loc[analysis.cells["cell_id"] == cell_id, COLUMN["throughput" if objective == PER_ITEM
+                                                                             else objective]]
+    value = float(found.iloc[0]) if len(found) else math.nan
+    return 1.0 / value if objective == PER_ITEM and value else value
 
 
 def _runner_up(row: pd.Series) -> str:
