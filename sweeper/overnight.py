@@ -151,14 +151,17 @@ SWEEP_STOP_GRACE_S = 30.0     # a stopped sweep's time to write what it has, bef
 
 def run_one(name: str, command: List[str]) -> int:
     """Runs one sweep as its own process; on Ctrl-C or SIGTERM it is told to stop too. Its
-    stderr passes through this process, but for its own "interrupted ..." line: the suite says
-    in one line that it stopped, and the manifest says where each sweep was."""
+    stderr passes through this process until then, but for its own "interrupted ..." line: the
+    suite says in one line that it stopped, and the manifest says where each sweep was. What a
+    sweep prints while it is being stopped (its start cut short at any point) is not passed on."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr,), daemon=True)
+    stopping = threading.Event()
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, stopping), daemon=True)
     relay.start()
     try:
         return proc.wait()
     except KeyboardInterrupt:
+        stopping.set()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=SWEEP_STOP_GRACE_S)
@@ -170,9 +173,9 @@ def run_one(name: str, command: List[str]) -> int:
         relay.join(timeout=10)
 
 
-def _relay_stderr(stream) -> None:
+def _relay_stderr(stream, stopping: threading.Event) -> None:
     for line in stream:
-        if not line.startswith("interrupted "):
+        if not (stopping.is_set() or line.startswith("interrupted ")):
             sys.stderr.write(line)
             sys.stderr.flush()
 

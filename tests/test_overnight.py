@@ -236,6 +236,19 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     assert "OUTLIER" in done.stdout and "fleet: each device against its peers" in done.stdout
 
 
+def test_a_stopped_sweeps_stderr_is_not_passed_on_but_its_warnings_before_are(capsys):
+    import io
+    import threading
+
+    from sweeper.overnight import _relay_stderr
+
+    stopping = threading.Event()
+    _relay_stderr(io.StringIO("warning: a loader setting\ninterrupted while ...\n"), stopping)
+    stopping.set()
+    _relay_stderr(io.StringIO("error: what a sweep cut short in its start may print\n"), stopping)
+    assert capsys.readouterr().err == "warning: a loader setting\n"
+
+
 @pytest.mark.slow
 def test_the_shipped_suite_dry_runs_each_of_its_sweeps(tmp_path):
     cmd, env = sweeper_cmd(tmp_path, "+sweep=overnight", "dry_run=true", "data.num_workers=2")
