@@ -701,15 +701,16 @@ def test_cuda_timer_logic_with_fake_events(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Event", FakeCudaEvent)
     probe = Probe(timer=CudaTimer(), lag=2)
-    for _ in range(6):
+    for i in range(6):
         with probe.step():
             with probe.phase("forward"):
-                spin(0.002)
+                spin(0.002 * (i + 1))            # steps of 2, 4, ... 12 ms: each read back must be its own
     probe.stop()
     rows = probe.rows
-    # fake events are recorded next to the host clock's reads, so both timelines agree
-    assert all(0.002 <= r["phase_forward_s"] <= r["step_s"] for r in rows)
-    assert all(abs(r["step_s"] - r["host_step_s"]) < 1e-4 for r in rows)
+    # fake events are recorded next to the host clock's reads, so both timelines agree, within what
+    # a busy machine's scheduling puts between them (a step read back as another's is 2 ms off)
+    assert all(0.002 * (i + 1) <= r["phase_forward_s"] <= r["step_s"] for i, r in enumerate(rows))
+    assert all(abs(r["step_s"] - r["host_step_s"]) < 1e-3 for r in rows)
     assert rows[1]["t_start_s"] > rows[0]["t_start_s"] >= 0
     assert len(created) <= 1 + 4 * 3    # the anchor, then events reused from the pool
 
