@@ -173,13 +173,18 @@ def test_without_the_race_no_cell_is_dropped():
 
 
 # -- the analysis of a repeats=auto run ---------------------------------------------------------
-def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why_it_stopped(tmp_path):
+def _auto_run(tmp_path, cells, cfg=None, bounds="sequential: {max_repeats: 6}\n"):
+    """(cell, step times) pairs, the first the baseline, written as a repeats=auto run of 3 repeats
+    (data.num_workers = the cell's index) and analysed."""
     run = tmp_path / "run"
-    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
-                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
-                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002))], repeats=3)
-    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
-    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    records = write_run(run, [(c, {"data.num_workers": i}, steps) for i, (c, steps) in enumerate(cells)], repeats=3)
+    (run / "multirun.yaml").write_text("repeats: auto\n" + bounds)
+    return analyze_run(run, cfg or AnalysisConfig(), records=records, n_resamples=50)[1]
+
+
+def test_the_analysis_of_a_repeats_auto_run_gives_each_cell_its_decision_and_why_it_stopped(tmp_path):
+    analysis = _auto_run(tmp_path, [("base", steady(0.010, 0.002)), ("slow", steady(0.013, 0.002)),
+                                    ("same", steady(0.010, 0.002))])
     table = analysis.verdicts.set_index("cell_id")
     assert table.loc["slow", "verdict"] == SLOWER and table.loc["slow", "stopped"] == seq.DECIDED
     assert table.loc["same", "verdict"] == within(0.05)
@@ -202,13 +207,8 @@ def test_another_metrics_replay_takes_the_baseline_repeats_the_sweep_had_at_each
 def test_a_repeats_auto_run_judges_its_latency_figures_by_the_same_looks(tmp_path):
     from sweeper.analysis.stats import TOO_FEW
 
-    run = tmp_path / "run"
-    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
-                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
-                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002)),
-                              ("also", {"data.num_workers": 3}, steady(0.010, 0.002))], repeats=3)
-    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
-    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    analysis = _auto_run(tmp_path, [("base", steady(0.010, 0.002)), ("slow", steady(0.013, 0.002)),
+                                    ("same", steady(0.010, 0.002)), ("also", steady(0.010, 0.002))])
     table = analysis.verdicts.set_index("cell_id")
     # three repeats against six, Holm over three: a rank test could not decide anything here
     assert (table.loc["slow", "p50_verdict"], table.loc["slow", "p95_verdict"]) == (SLOWER, SLOWER)
@@ -243,12 +243,8 @@ def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):
     def base_steps(rng, n):                  # the baseline's second repeat ran 40% slower: a busy machine
         return steady(0.010, 0.002)(rng, n) * (1.4 if next(baseline_repeats) == 1 else 1.0)
 
-    run = tmp_path / "run"
-    records = write_run(run, [("base", {"data.num_workers": 0}, base_steps),
-                              ("slow", {"data.num_workers": 1}, steady(0.013, 0.002)),
-                              ("same", {"data.num_workers": 2}, steady(0.010, 0.002))], repeats=3)
-    (run / "multirun.yaml").write_text("repeats: auto\nsequential: {max_repeats: 6}\n")
-    _, analysis = analyze_run(run, AnalysisConfig(), records=records, n_resamples=50)
+    analysis = _auto_run(tmp_path, [("base", base_steps), ("slow", steady(0.013, 0.002)),
+                                    ("same", steady(0.010, 0.002))])
     table = analysis.verdicts.set_index("cell_id")
     assert (table.loc["base", LEFT_OUT], table.loc["slow", LEFT_OUT], table.loc["same", LEFT_OUT]) == (1, 0, 0)
     assert table.loc["slow", "verdict"] == SLOWER and table.loc["same", "verdict"] == within(0.05)
@@ -324,13 +320,9 @@ def test_the_race_recommends_the_fastest_and_names_the_settings_tied_with_it(tmp
     from sweeper.analysis.recommend import format_recommendation
     from sweeper.report import tables
 
-    run = tmp_path / "run"
-    records = write_run(run, [("base", {"data.num_workers": 0}, steady(0.010, 0.002)),
-                              ("fast", {"data.num_workers": 1}, steady(0.008, 0.002)),
-                              ("twin", {"data.num_workers": 2}, steady(0.008, 0.002)),
-                              ("slow", {"data.num_workers": 4}, steady(0.013, 0.002))], repeats=3)
-    (run / "multirun.yaml").write_text("repeats: auto\n")
-    _, analysis = analyze_run(run, AnalysisConfig(objective="fastest"), records=records, n_resamples=50)
+    analysis = _auto_run(tmp_path, [("base", steady(0.010, 0.002)), ("fast", steady(0.008, 0.002)),
+                                    ("twin", steady(0.008, 0.002)), ("slow", steady(0.013, 0.002))],
+                         AnalysisConfig(objective="fastest"), bounds="")
     rec = analysis.recommendation
     assert {rec.cell, *rec.tied} == {"num_workers=1", "num_workers=2"}
     assert rec.gain == pytest.approx(0.25, abs=0.03) and rec.gain_low < rec.gain < rec.gain_high
