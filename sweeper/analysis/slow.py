@@ -39,9 +39,9 @@ def slow_masks(logs: Mapping[str, np.ndarray], higher_is_better: bool = True) ->
 
 
 def _own_spread(below: np.ndarray) -> float:
-    """A cell's own typical spread (its median distance from its median), from three repeats on:
-    a cell or baseline noisier than its stratum is not trimmed for its own noise. With two, the
-    distance is half their gap, and a slow one could never stand out."""
+    """A cell's own typical spread (its median distance from its median), from LEAVE_OUT_FROM
+    repeats on: a cell or baseline noisier than its stratum is not trimmed for its own noise.
+    Below that the median distance is set by the slow value itself (with two, half their gap)."""
     return float(np.median(np.abs(below))) if below.size >= LEAVE_OUT_FROM else 0.0
 
 
