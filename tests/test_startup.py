@@ -90,15 +90,23 @@ def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
     assert len(early) == 1                                # nothing begun for the local executor
 
 
-def test_a_local_ray_is_started_without_its_api_server_and_ray_is_left_as_it_was():
-    from ray._private import node
+def test_a_local_ray_starts_lean_and_ray_is_left_as_it_was(monkeypatch):
+    """No API server; the raylet prestarts one worker (the flag says one per CPU), other processes as asked."""
+    from ray._private import node, services
 
-    from sweeper.executors.ray_executor import _without_api_server
+    from sweeper.executors.ray_executor import _lean_local_start
 
-    original = node.Node.start_api_server
-    with _without_api_server():
+    started = []
+    monkeypatch.setattr(services, "start_ray_process", lambda command, kind, **_: started.append((kind, command)))
+    recorder, api_server = services.start_ray_process, node.Node.start_api_server
+    with _lean_local_start() as prestart:
+        assert prestart is True
         assert node.Node.start_api_server(object(), include_dashboard=False, raise_on_failure=False) is None
-    assert node.Node.start_api_server is original
+        services.start_ray_process(["raylet", "--num_prestart_python_workers=16", "--head"], "raylet")
+        services.start_ray_process(["gcs_server", "--num_prestart_python_workers=16"], "gcs_server")
+    assert started == [("raylet", ["raylet", "--num_prestart_python_workers=1", "--head"]),
+                       ("gcs_server", ["gcs_server", "--num_prestart_python_workers=16"])]
+    assert node.Node.start_api_server is api_server and services.start_ray_process is recorder
 
 
 def test_timeline_marks_are_written_only_where_asked_and_read_back_in_order(tmp_path, monkeypatch):

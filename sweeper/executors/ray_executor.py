@@ -170,9 +170,10 @@ class RayExecutor(Executor):
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
-        with _without_api_server():
+        with _lean_local_start() as prestart:
             ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
-                     _system_config={"prestart_worker_first_driver": False}, **kwargs)
+                     _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
+                     **kwargs)
         return True
 
     def _shape(self) -> ClusterShape:
@@ -253,23 +254,47 @@ class RayExecutor(Executor):
 
 
 @contextlib.contextmanager
-def _without_api_server() -> Iterator[None]:
-    """A local Ray started without its API server. With include_dashboard=False Ray 2.x still
-    starts that Python process (for its usage statistics) and waits until it has published its
-    address before it starts the raylet: on the critical path of every sweep (without it Ray
-    was up 1.6 s sooner on an H200, docs/performance.md). The driver reads nothing from it: no
-    dashboard, job or state API. Only the start made here goes without it; a Ray without this method is left as is."""
-    from ray._private import node
+def _lean_local_start() -> Iterator[bool]:
+    """A local Ray started without its API server and with one Python worker started by the node
+    itself; yields whether the node gets that worker (`enable_worker_prestart` for ray.init).
 
-    original = getattr(node.Node, "start_api_server", None)
-    if original is None:
-        yield
-        return
-    node.Node.start_api_server = lambda *_, **__: None
+    - With include_dashboard=False Ray 2.x still starts the API server (a Python process, for its
+      usage statistics) and waits until it has published its address before it starts the
+      raylet. The driver reads nothing from it: no dashboard, job or state API.
+    - The first trial otherwise waits for a Ray worker process started only when it is submitted
+      (1.2-1.7 s on an H200 host). Ray's own prestart starts one per CPU with the node, whose start
+      they then slow; one is what a first trial needs. Later workers start on demand, as before.
+
+    Both on the critical path of every sweep (docs/performance.md). Only the start made here goes
+    so; a Ray without these methods or flag is left as it is."""
+    from ray._private import node, services
+
+    api_server = getattr(node.Node, "start_api_server", None)
+    start_process = getattr(services, "start_ray_process", None)
+    if api_server is not None:
+        node.Node.start_api_server = lambda *_, **__: None
+    if start_process is not None:
+        services.start_ray_process = _with_one_prestarted_worker(start_process)
     try:
-        yield
+        yield start_process is not None
     finally:
-        node.Node.start_api_server = original
+        if api_server is not None:
+            node.Node.start_api_server = api_server
+        if start_process is not None:
+            services.start_ray_process = start_process
+
+
+def _with_one_prestarted_worker(start_process):
+    """Ray's start_ray_process, starting the raylet with one prestarted Python worker (the flag
+    says one per CPU)."""
+    flag = "--num_prestart_python_workers="
+
+    def start(command, process_type, *args, **kwargs):
+        if process_type == "raylet":
+            command = [f"{flag}1" if part.startswith(flag) else part for part in command]
+        return start_process(command, process_type, *args, **kwargs)
+
+    return start
 
 
 def _disconnect_local_ray():
