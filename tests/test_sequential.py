@@ -253,6 +253,22 @@ def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):
     assert [text for text in stopped.values() if "left out" in text] == ["1 slow repeat left out"]   # the baseline's
 
 
+def test_the_effect_size_of_a_repeats_auto_cell_is_over_the_repeats_its_look_judged():
+    """Cliff's delta beside a look's ratio and p: its repeats, less the slow one it left out, and
+    not the repeats the baseline ran for other cells after this one stopped."""
+    from sweeper.analysis.verdicts import _as_comparison
+
+    decision = seq.Decision("c", SLOWER, seq.DECIDED, n=4, n_base=6, ratio=0.99, low=0.98, high=1.0, p=0.001,
+                            level=0.01, rejected=True, left_out=1)
+    cell = {0: 100.0, 1: 101.0, 2: 60.0, 3: 99.0, 4: 200.0}       # 2: the slow one left out; 4: after its look
+    base = {r: 100.5 + r % 2 for r in range(6)} | {6: 1.0, 7: 1.0, 8: math.nan}
+    # baseline minus cell over every pair: 100.5 beats 100 and 99, loses to 101; 101.5 beats all three
+    assert _as_comparison(decision, cell, base, seq.Design()).cliffs_delta == pytest.approx((3 * 1 + 3 * 3) / 18)
+    latency = seq.Design(higher_is_better=False)                  # for a latency, the slow values are the high ones:
+    assert _as_comparison(decision, {0: 1.0, 1: 1.1, 2: 9.0, 3: 1.2}, {r: 1.05 for r in range(6)},   # 9.0 left out,
+                          latency).cliffs_delta == pytest.approx(-1 / 3)                         # 1.05 beats 1.0 only
+
+
 def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():
     from benchmarks import sequential_sim
 

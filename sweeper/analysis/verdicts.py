@@ -149,9 +149,19 @@ def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Di
     """A sequential decision in the shape of a Comparison; its adjusted p is the look's p on
     alpha's scale (p x alpha / the look's level: under alpha exactly when the look decided)."""
     scaled = min(1.0, d.p * design.alpha / d.level) if d.level > 0 and math.isfinite(d.p) else math.nan
-    return stats.Comparison(d.n_base, d.n, d.p, d.ratio, d.low, d.high,
-                            stats.cliffs_delta(list(base.values()), list(cell.values())), d.verdict, design.alpha,
+    delta = stats.cliffs_delta(_judged(base, d.n_base, d.base_left_out, design.higher_is_better),
+                               _judged(cell, d.n, d.left_out, design.higher_is_better))
+    return stats.Comparison(d.n_base, d.n, d.p, d.ratio, d.low, d.high, delta, d.verdict, design.alpha,
                             design.min_effect, scaled, design.higher_is_better)
+
+
+def _judged(values: Dict[int, float], n: int, left_out: int, higher_is_better: bool) -> List[float]:
+    """The values a look judged: the first `n` that a repeat left (in repeat order), less the
+    `left_out` slowest (slow.py: a look leaves out only values below the rest), so that the effect
+    size shown describes the same repeats as the ratio, interval and p beside it."""
+    ran = [v for _, v in sorted(values.items()) if math.isfinite(v) and v > 0][:n]
+    best_first = sorted(ran, reverse=higher_is_better)
+    return best_first[:len(best_first) - left_out]
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequence[Stratum],
