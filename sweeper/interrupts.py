@@ -11,26 +11,50 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from sweeper import exitcodes
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_open_blocks = 0                       # stop_signals blocks open (the main thread's only)
+_arrived: Optional[int] = None         # the stop signal raise_interrupt got inside them, if one came
 
 
 def raise_interrupt(signum, frame) -> None:
+    """Remembers the signal before it raises: a library may swallow the KeyboardInterrupt (Hydra
+    reads hydra.mode under `except Exception`, and omegaconf's clean-up turns the interrupt into
+    an AttributeError there), and the command must not then carry on as if never stopped."""
+    global _arrived
+    _arrived = signum
     raise KeyboardInterrupt
+
+
+def raise_if_stopped() -> None:
+    """Raises KeyboardInterrupt again if a stop signal came in this command's stop_signals block:
+    for code that runs only where a library swallowed the first one (sweeper.__main__.run_in_process)."""
+    if _arrived is not None:
+        raise KeyboardInterrupt
 
 
 @contextmanager
 def stop_signals(handler: Callable = raise_interrupt) -> Iterator[None]:
-    """SIGINT and SIGTERM call `handler` (default: raise KeyboardInterrupt) inside the block."""
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    """SIGINT and SIGTERM call `handler` (default: raise KeyboardInterrupt) inside the block.
+    A signal raise_interrupt got is remembered until the outermost block ends."""
+    global _open_blocks, _arrived
+    _open_blocks += 1
+    previous = {}
     try:
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, handler)
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        try:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+        finally:
+            _open_blocks -= 1
+            if not _open_blocks:
+                _arrived = None        # the command has ended; the next one starts afresh
 
 
 @contextmanager

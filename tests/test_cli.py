@@ -141,6 +141,49 @@ def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt_not_a_bug(capsy
     assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
 
 
+def test_a_stop_that_hydra_swallows_while_it_reads_the_mode_is_the_interrupt_not_another_launcher(
+        tmp_path, monkeypatch, capsys):
+    """Hydra composes the config once only to read hydra.mode (Hydra.get_mode), takes any Exception
+    there for "no mode" and then runs the task function in RUN mode. A SIGINT or SIGTERM landing in
+    that composition turns into omegaconf's failing flag reset (as in the test above), so the
+    KeyboardInterrupt is swallowed and the task function, which refuses other launchers, ran next."""
+    import logging
+    import signal
+
+    from hydra._internal.hydra import Hydra
+
+    from sweeper import exitcodes
+    from sweeper.__main__ import INTERRUPTED, main, run_in_process
+
+    def composition_cut_short(*args, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGINT)    # the command's handler raises KeyboardInterrupt here
+        finally:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+
+    real_get_mode = Hydra.get_mode
+
+    def get_mode(self, *args, **kwargs):
+        self.compose_config = composition_cut_short       # this composition only
+        try:
+            return real_get_mode(self, *args, **kwargs)
+        finally:
+            del self.compose_config
+
+    monkeypatch.setattr(Hydra, "get_mode", get_mode)
+    root = logging.getLogger()        # Hydra's RUN mode configures logging for its job
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.chdir(tmp_path)
+    code = main([f"results_dir={tmp_path / 'results'}", "dry_run=true", "executor=local", "wandb.enabled=false",
+                 "report.enabled=false"])
+    assert capsys.readouterr().err.splitlines() == [f"interrupted {INTERRUPTED}"]
+    assert code == 130
+    monkeypatch.setattr(exitcodes, "_code", exitcodes.OK)
+    run_in_process(None)              # the stop ended with its command: another launcher is refused again
+    assert capsys.readouterr().err.startswith("error: hydra/launcher: ")
+
+
 def test_a_damaged_file_is_named_from_the_call_that_read_it(tmp_path, capsys):
     import json
 
