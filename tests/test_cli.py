@@ -184,6 +184,26 @@ def test_a_stop_that_hydra_swallows_while_it_reads_the_mode_is_the_interrupt_not
     assert capsys.readouterr().err.startswith("error: hydra/launcher: ")
 
 
+def test_a_stop_swallowed_before_the_sweep_begins_ends_it_there(capsys, monkeypatch):
+    """In multirun mode the sweeper plugin is Hydra's first call into this code after its start:
+    a stop some library swallowed before it is raised again there, before anything is written."""
+    from hydra_plugins.sweeper_ray_launcher.grid_sweeper import SweeperGridSweeper
+    from sweeper import exitcodes
+    from sweeper.interrupts import raise_interrupt, stop_signals
+
+    monkeypatch.setattr(exitcodes, "_code", exitcodes._code)     # the refusal at the end sets it
+
+    sweeper = object.__new__(SweeperGridSweeper)
+    sweeper.launcher = object()            # not reached: it would be refused as another launcher
+    with stop_signals():
+        with pytest.raises(KeyboardInterrupt):
+            raise_interrupt(15, None)      # swallowed by a library, say
+        with pytest.raises(KeyboardInterrupt):
+            sweeper.sweep([])
+    assert capsys.readouterr().err == ""
+    assert sweeper.sweep([]) == [] and "hydra/launcher" in capsys.readouterr().err    # the next command starts afresh
+
+
 def test_a_damaged_file_is_named_from_the_call_that_read_it(tmp_path, capsys):
     import json
 

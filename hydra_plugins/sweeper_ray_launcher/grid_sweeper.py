@@ -27,6 +27,9 @@ def _ours(launcher) -> bool:
 
 class SweeperGridSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
+        from sweeper.interrupts import raise_if_stopped
+
+        raise_if_stopped()              # a stop that Hydra's start swallowed (sweeper/interrupts.py) ends here
         if not _ours(self.launcher):    # refused before Hydra writes a folder for it
             from sweeper import exitcodes
             from sweeper.entry import OTHER_LAUNCHER
