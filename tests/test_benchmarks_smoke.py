@@ -162,3 +162,15 @@ def test_overhead_trial_spec_is_what_the_launcher_sends():
     spec = overhead.trial_spec(sleep_s=0.0)
     assert spec["config"].workload.target == overhead.WORKLOAD and spec["num_cpus"] == 1.0
     assert spec["trial_id"].endswith("-0") and spec["driver_pid"] == os.getpid()
+
+
+def test_noisy_aa_judges_the_same_draws_as_a_fixed_run_over_its_first_repeats():
+    from benchmarks import noisy_aa
+    from sweeper.analysis.stats import SLOWER
+
+    values = {"base": {r: 1.0 + 0.001 * r for r in range(24)}}
+    values.update({f"c{i}": {r: 1.0 + 0.001 * r for r in range(7)} for i in range(noisy_aa.CELLS)})
+    values["c0"] = {r: (0.7 + 0.001 * r if r < 5 else 9.0) for r in range(7)}   # slower in its first 5 only
+    verdicts = noisy_aa._fixed(values, 5)
+    assert len(verdicts) == noisy_aa.CELLS and verdicts.count(SLOWER) == 1
+    assert SLOWER not in noisy_aa._fixed(values, 7)      # with its last two (far faster) the rank test sees no shift
