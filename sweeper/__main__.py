@@ -39,9 +39,9 @@ CONF_DIR = str(conf_dir())   # inside the installed package, or the checkout's c
 def run_in_process(cfg: DictConfig) -> None:
     """Hydra's task function. The sweeper launcher runs every sweep itself and never calls it;
     another launcher (hydra/launcher=basic) would, and is refused with what to use instead.
-    Hydra also calls it in RUN mode when its read of hydra.mode failed (Hydra.get_mode takes any
-    Exception for "no mode"), as a Ctrl-C or SIGTERM landing in that composition makes it: that
-    start was interrupted, and ends as one (sweeper/interrupts.py), not as a launcher error."""
+    Hydra's RUN mode (asked for, or its fallback when a Ctrl-C or SIGTERM cut its read of
+    hydra.mode short) ends before this, in sweeper/run_mode.py; should it get here, an
+    interrupted start still ends as one (sweeper/interrupts.py), not as a launcher error."""
     from sweeper.entry import OTHER_LAUNCHER
     from sweeper.interrupts import raise_if_stopped
 

@@ -224,6 +224,8 @@ CASES = [
     Case("unknown-executor", "8", ("executor=nonsense",), BAD, "executor"),
     Case("wrong-type-in-one-grid-value", "8b", ("data.num_workers=1,abc",), BAD, "data.num_workers"),
     Case("another-hydra-launcher", "8", (QUICK, "hydra/launcher=basic", "data.batch_size=2,4"), BAD, "hydra/launcher"),
+    Case("hydra-run-mode", "4b, 8", (QUICK, "hydra.mode=RUN", "+workload.params.api_token=SECRET-run-5512"), BAD,
+         "hydra.mode", secret="SECRET-run-5512"),        # Hydra's RUN mode wrote a folder with it, then was refused
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
     Case("unknown-data-kind", "8", ("data.kind=video",), BAD, "data.kind"),
     Case("unknown-metric", "8", ("analysis.metric=p99",), BAD, "analysis.metric"),

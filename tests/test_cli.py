@@ -178,7 +178,7 @@ def test_a_stop_that_hydra_swallows_while_it_reads_the_mode_is_the_interrupt_not
     code = main([f"results_dir={tmp_path / 'results'}", "dry_run=true", "executor=local", "wandb.enabled=false",
                  "report.enabled=false"])
     assert capsys.readouterr().err.splitlines() == [f"interrupted {INTERRUPTED}"]
-    assert code == 130
+    assert code == 130 and not (tmp_path / "results").exists()      # RUN mode wrote no folder either
     monkeypatch.setattr(exitcodes, "_code", exitcodes.OK)
     run_in_process(None)              # the stop ended with its command: another launcher is refused again
     assert capsys.readouterr().err.startswith("error: hydra/launcher: ")
