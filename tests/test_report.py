@@ -228,3 +228,25 @@ def test_a_sweep_writes_its_report_and_wandb_runs(sweeper_cli, tmp_path):
     assert len(trials) == 6                                               # 2 cells x 2, the baseline twice
     offline = list(run.glob("wandb/offline-run-*/run-*.wandb"))
     assert len(offline) == len(trials) + 1                                # one per trial plus the summary
+
+
+def test_report_md_and_html_hold_the_same_sections_in_the_same_order():
+    """Both are views of one list of sections (sweeper/report/sections.py): every section a run
+    can have, filled, comes out under the same heading, in the same order, with the same lines."""
+    import re
+    from html import unescape
+
+    from sweeper.report import FigureOut, Report, html, markdown
+
+    t = (["cell", "verdict", "outlier"], [["a", "faster", "OUTLIER"]])
+    report = Report(title="s / r", facts=["fact"], verdicts=t, noise_floor="floor one\nfloor two",
+                    recommendation=["pick a"], notes=["a note"], statistics=t, failures=t,
+                    figures=[FigureOut("steps", "Steps", None, "no steps")], pitfalls=["a warning"],
+                    overlap=t, scaling=t, fleet=t, regressions=["a regression"], pairs=["a / b"])
+    md, page = markdown.render(report), html.render(report)
+    md_titles = re.findall(r"^## (.+)$", md, flags=re.M)
+    assert md_titles == [unescape(h) for h in re.findall(r"<h2>([^<]+)</h2>", page)]
+    assert len(md_titles) == 12 and md_titles[0] == report.verdicts_title and md_titles[-1].startswith("Each micro")
+    for line in ["floor one", "floor two", "pick a", "a note", "a warning", "a regression", "a / b", "no steps"]:
+        assert line in md and line in page
+    assert '<td class="OUTLIER">OUTLIER</td>' in page and '<td class="faster">faster</td>' in page

@@ -6,7 +6,8 @@ import base64
 from html import escape
 from typing import List
 
-from sweeper.report.tables import OVERLAP_TEXT, SCALING_TEXT, Table
+from sweeper.report.sections import Section, sections
+from sweeper.report.tables import Table
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -33,49 +34,29 @@ def table(t: Table, verdict_columns=()) -> List[str]:
 
 
 def render(report) -> str:
-    verdict_columns = [i for i, h in enumerate(report.verdicts[0]) if h.endswith("verdict")]
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>Sweep report: {escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head><body>",
              f"<h1>Sweep report: {escape(report.title)}</h1>", "<ul>"]
     parts += [f"<li>{escape(fact)}</li>" for fact in report.facts] + ["</ul>"]
-    if report.verdicts[1]:     # none when every cell is alone in its stratum (a run of microbenchmarks)
-        parts += [f"<h2>{escape(report.verdicts_title)}</h2>"] + table(report.verdicts, verdict_columns)
-        parts += [f"<p>{escape(line)}</p>" for line in report.noise_floor.split("\n")]
-    if report.fleet and report.fleet[1]:
-        from sweeper.report.markdown import FLEET_TEXT
-
-        parts += ["<h2>Fleet: each device against its peers</h2>", f"<p>{escape(FLEET_TEXT)}</p>"]
-        parts += table(report.fleet, [report.fleet[0].index("outlier")])
-    if report.recommendation:
-        parts += ["<h2>Recommendation</h2>", "<ul>"]
-        parts += [f"<li>{escape(line)}</li>" for line in report.recommendation] + ["</ul>"]
-    if report.notes:
-        parts += ["<h2>Notes</h2>", "<ul>"] + [f'<li class="note">{escape(n)}</li>' for n in report.notes] + ["</ul>"]
-    if report.regressions:
-        parts += [f"<h2>Regressions across nights ({len(report.regressions)})</h2>", "<ul>"]
-        parts += [f'<li class="note">{escape(line)}</li>' for line in report.regressions] + ["</ul>"]
-    if report.pitfalls:
-        parts += ["<h2>Warnings</h2>", "<ul>"] + [f'<li class="note">{escape(w)}</li>' for w in report.pitfalls]
-        parts += ["</ul>"]
-    for title, text, t in (("Overlap projection", OVERLAP_TEXT, report.overlap),
-                           ("Scaling efficiency", SCALING_TEXT, report.scaling)):
-        if t[1]:
-            parts += [f"<h2>{title}</h2>", f"<p>{escape(text)}</p>"] + table(t)
-    parts += ["<h2>Figures</h2>"]
-    for figure in report.figures:
-        if figure.png is None:
-            parts.append(f'<p class="note">{escape(figure.title)}: skipped, {escape(figure.note)}</p>')
-            continue
-        data = base64.b64encode(figure.png).decode("ascii")
-        parts.append(f'<figure><img alt="{escape(figure.title)}" src="data:image/png;base64,{data}">'
-                     f"<figcaption>{escape(figure.title)}</figcaption></figure>")
-    parts += ["<h2>Cell statistics</h2>",
-              "<p>95% bootstrap intervals: over repeats then steps (CI over = repeats), or over one "
-              "process's steps only (steps), which is too narrow to compare cells with.</p>"]
-    parts += table(report.statistics)
-    if report.failures[1]:
-        parts += ["<h2>Trials that did not finish</h2>"] + table(report.failures)
-    if report.pairs:
-        parts += ["<h2>Each microbenchmark's own comparison (a / b)</h2>", "<ul>"]
-        parts += [f"<li>{escape(line)}</li>" for line in report.pairs] + ["</ul>"]
+    for section in sections(report):
+        parts += [f"<h2>{escape(section.title)}</h2>"] + _body(section, report)
     return "\n".join(parts + ["</body></html>", ""])
+
+
+def _body(s: Section, report) -> List[str]:
+    parts = [f"<p>{escape(s.text)}</p>"] if s.text else []
+    if s.table is not None:
+        parts += table(s.table, s.marked)
+    parts += [f"<p>{escape(line)}</p>" for line in s.after]
+    item = '<li class="note">{}</li>' if s.warnings else "<li>{}</li>"
+    parts += ["<ul>", *(item.format(escape(i)) for i in s.items), "</ul>"] if s.items else []
+    return parts + ([_figure(f) for f in report.figures] if s.figures else [])
+
+
+def _figure(figure) -> str:
+    """A figure inline as a base64 PNG, or why it was skipped."""
+    if figure.png is None:
+        return f'<p class="note">{escape(figure.title)}: skipped, {escape(figure.note)}</p>'
+    data = base64.b64encode(figure.png).decode("ascii")
+    return (f'<figure><img alt="{escape(figure.title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{escape(figure.title)}</figcaption></figure>")
