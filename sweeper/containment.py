@@ -23,7 +23,7 @@ import resource
 import signal
 import time
 import traceback
-from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Set
+from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Set
 
 import psutil
 

@@ -19,7 +19,6 @@ the save failed (the line says which; the run folder's files are as they were, e
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket

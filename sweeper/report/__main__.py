@@ -3,7 +3,6 @@
 Analyses the run once and writes report.html, report.md and cells.parquet/csv from it."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path

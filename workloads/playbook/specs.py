@@ -9,7 +9,7 @@ resolved in the trial from its device: real sizes on a GPU, small ones on a CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.schema import TRAIN_PRESETS
