@@ -76,9 +76,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def sweep(args: List[str]) -> int:
+    from sweeper import run_mode
+
     exitcodes.reset()
+    if run_mode.asked_for_run_mode(args):
+        raise SystemExit(f"error: {run_mode.RUN_MODE}")
     register_configs()
-    with cli.argv_as(args), cli.hydra_raises():
+    with cli.argv_as(run_mode.multirun_argv(args)), cli.hydra_raises():
         _hydra_main()
     return exitcodes.code()
 

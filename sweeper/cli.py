@@ -29,7 +29,11 @@ def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finish
 
     try:
         with interrupts.stop_signals():
-            return int(entry() or 0)
+            try:
+                return int(entry() or 0)
+            except Exception:
+                interrupts.raise_if_stopped()    # a stop a library swallowed came first: this is its echo
+                raise
     except SystemExit as exc:
         return exit_status(exc)
     except KeyboardInterrupt:

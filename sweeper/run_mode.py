@@ -1,22 +1,65 @@
-"""Hydra's RUN mode, ended before it writes anything.
+"""Multirun through sweeper's own sweeper and launcher, and nothing else, before Hydra writes anything.
 
-sweeper runs every sweep in multirun mode (conf/config.yaml sets hydra.mode: MULTIRUN) through
-its own launcher, which writes the run folder itself, atomically and redacted. Hydra enters RUN
-mode when told to (hydra.mode=RUN) and when its read of hydra.mode failed (Hydra.get_mode takes
-any Exception for "no mode", as a Ctrl-C or SIGTERM landing in that composition makes it); it
-would then make a run folder, write the overrides as typed into it (credentials in a shard URL
-included) and only then call the task function. This callback runs before that. Hydra turns an
-Exception raised in a callback into a warning and goes on, so the refusal is a SystemExit (the
-command's error boundary, sweeper/cli.py, prints its one line and exits 2).
+sweeper runs every sweep in multirun mode through its own grid sweeper and launcher, which write
+the run folder themselves, atomically and redacted (sweeper/runfolder.py). Hydra's RUN mode, and
+its BasicSweeper, would each write the overrides as typed (credentials in a shard URL included)
+into a folder before anything of sweeper's runs. So:
+
+- the command line says --multirun itself (`multirun_argv`): Hydra otherwise decides the mode by
+  composing the config once more, and takes RUN mode when that composition fails (a key the
+  schema lacks, or a Ctrl-C or SIGTERM landing in it); a grid on the command line then reads as
+  an error of its own ("Ambiguous value ... add --multirun") and the real one is lost;
+- hydra.mode=RUN on the command line is refused in one line (`asked_for_run_mode`), and `--run`
+  by the callback below, before Hydra writes a run folder;
+- another sweeper or launcher (hydra/sweeper=basic, hydra/launcher=basic) is refused before
+  Hydra makes it.
+
+Hydra turns an Exception raised in a callback into a warning and goes on, so a refusal there is a
+SystemExit (the command's error boundary, sweeper/cli.py, prints its one line and exits 2).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Optional
 
 from hydra.experimental.callback import Callback
 
-RUN_MODE = ("hydra.mode: sweeper runs every sweep in multirun mode through its own launcher; leave hydra.mode "
-            "out (for trials inside this process, a debugger or a profiler, use executor=local)")
+RUN_MODE = ("hydra.mode: sweeper runs every sweep in multirun mode through its own launcher; leave hydra.mode and "
+            "--run out (for trials inside this process, a debugger or a profiler, use executor=local)")
+OTHER_SWEEPER = ("hydra/sweeper: only sweeper's grid sweeper runs sweeps; leave hydra/sweeper out (grids go on "
+                 "the command line, key=a,b, or in conf/sweep/NAME.yaml)")
+OURS = "hydra_plugins.sweeper_ray_launcher."
+# Hydra's own commands; each excludes the others, and each but --multirun decides the mode itself
+COMMANDS = {"-m": "--multirun", "--multirun": "--multirun", "-r": "--run", "--run": "--run", "-c": "--cfg",
+            "--cfg": "--cfg", "-i": "--info", "--info": "--info", "-sc": "--shell-completion",
+            "--shell-completion": "--shell-completion", "-h": "--help", "--help": "--help",
+            "--hydra-help": "--hydra-help", "--version": "--version", "--experimental-rerun": "--experimental-rerun"}
+
+
+def multirun_argv(argv: List[str]) -> List[str]:
+    """The command line with --multirun said, unless it names a Hydra command of its own."""
+    given = {COMMANDS[a.split("=", 1)[0]] for a in argv if a.split("=", 1)[0] in COMMANDS}
+    if len(given) > 1:
+        raise SystemExit(f"error: {' and '.join(sorted(given))}: give one of Hydra's commands at a time "
+                         f"(--multirun is on by itself)")
+    return list(argv) if given else ["--multirun", *argv]
+
+
+def asked_for_run_mode(argv: List[str]) -> bool:
+    """Whether an override sets hydra.mode to anything but MULTIRUN."""
+    return any(key.lstrip("+") == "hydra.mode" and value.strip("'\"").upper() != "MULTIRUN"
+               for key, _, value in (a.partition("=") for a in argv if not a.startswith("-")))
+
+
+def _not_ours(config: Any) -> Optional[str]:
+    """The line that refuses this multirun's sweeper or launcher, if either is not sweeper's."""
+    from sweeper.entry import OTHER_LAUNCHER
+
+    hydra_cfg = config.hydra
+    if not str(hydra_cfg.sweeper.get("_target_", "")).startswith(OURS):
+        return OTHER_SWEEPER
+    if not str(hydra_cfg.launcher.get("_target_", "")).startswith(OURS):
+        return OTHER_LAUNCHER
+    return None
 
 
 class MultirunOnly(Callback):
@@ -26,3 +69,9 @@ class MultirunOnly(Callback):
 
         raise_if_stopped()
         raise SystemExit(f"error: {RUN_MODE}")
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        """Before Hydra makes the sweeper (BasicSweeper writes multirun.yaml as it starts)."""
+        refused = _not_ours(config)
+        if refused:
+            raise SystemExit(f"error: {refused}")

@@ -226,6 +226,9 @@ CASES = [
     Case("another-hydra-launcher", "8", (QUICK, "hydra/launcher=basic", "data.batch_size=2,4"), BAD, "hydra/launcher"),
     Case("hydra-run-mode", "4b, 8", (QUICK, "hydra.mode=RUN", "+workload.params.api_token=SECRET-run-5512"), BAD,
          "hydra.mode", secret="SECRET-run-5512"),        # Hydra's RUN mode wrote a folder with it, then was refused
+    Case("another-hydra-sweeper", "4b, 8", (QUICK, "hydra/sweeper=basic", "+workload.params.api_token=SECRET-swp-2208"),
+         BAD, "hydra/sweeper", secret="SECRET-swp-2208"),  # BasicSweeper wrote multirun.yaml with it, then ran
+    Case("grid-and-unknown-key", "8", ("data.num_workers=0,2", "data.nope=1"), BAD, "data.nope"),   # not "Ambiguous value"
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
     Case("unknown-data-kind", "8", ("data.kind=video",), BAD, "data.kind"),
     Case("unknown-metric", "8", ("analysis.metric=p99",), BAD, "analysis.metric"),

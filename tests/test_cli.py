@@ -141,12 +141,14 @@ def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt_not_a_bug(capsy
     assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
 
 
+@pytest.mark.parametrize("grid", [(), ("data.num_workers=0,1",)], ids=["one-cell", "grid"])
 def test_a_stop_that_hydra_swallows_while_it_reads_the_mode_is_the_interrupt_not_another_launcher(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, monkeypatch, capsys, grid):
     """Hydra composes the config once only to read hydra.mode (Hydra.get_mode), takes any Exception
-    there for "no mode" and then runs the task function in RUN mode. A SIGINT or SIGTERM landing in
+    there for "no mode" and then ran the task function in RUN mode. A SIGINT or SIGTERM landing in
     that composition turns into omegaconf's failing flag reset (as in the test above), so the
-    KeyboardInterrupt is swallowed and the task function, which refuses other launchers, ran next."""
+    KeyboardInterrupt is swallowed and the task function, which refuses other launchers, ran next;
+    with a grid on the command line, RUN mode's own "Ambiguous value ... add --multirun" came first."""
     import logging
     import signal
 
@@ -176,7 +178,7 @@ def test_a_stop_that_hydra_swallows_while_it_reads_the_mode_is_the_interrupt_not
     monkeypatch.setattr(root, "level", root.level)
     monkeypatch.chdir(tmp_path)
     code = main([f"results_dir={tmp_path / 'results'}", "dry_run=true", "executor=local", "wandb.enabled=false",
-                 "report.enabled=false"])
+                 "report.enabled=false", *grid])
     assert capsys.readouterr().err.splitlines() == [f"interrupted {INTERRUPTED}"]
     assert code == 130 and not (tmp_path / "results").exists()      # RUN mode wrote no folder either
     monkeypatch.setattr(exitcodes, "_code", exitcodes.OK)
@@ -227,3 +229,33 @@ def test_usage_errors_are_one_line(capsys):
     assert cli.run(lambda: parser.parse_args(["--metric", "p99"])) == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: argument --metric: invalid choice: 'p99' (choose from 'p50', 'p95'); see python -m sweeper.report --help"]
+
+
+def test_multirun_is_said_on_the_command_line_unless_hydra_is_given_a_command_of_its_own():
+    from sweeper.run_mode import asked_for_run_mode, multirun_argv
+
+    assert multirun_argv(["data.num_workers=0,2"]) == ["--multirun", "data.num_workers=0,2"]
+    for own in (["--cfg", "job"], ["--cfg=job"], ["-i"], ["--help"], ["-m", "a=1"], ["--run"]):
+        assert multirun_argv(own) == own
+    assert multirun_argv(["-cn", "mine", "a=1"])[0] == "--multirun"            # --config-name is no command
+    with pytest.raises(SystemExit, match=r"^error: --cfg and --multirun: give one of Hydra's commands"):
+        multirun_argv(["-m", "--cfg", "job"])
+    assert [asked_for_run_mode([a]) for a in ("hydra.mode=RUN", "++hydra.mode=run", "hydra.mode=MULTIRUN",
+                                              "data.url=hydra.mode=RUN")] == [True, True, False, False]
+
+
+def test_an_error_after_a_swallowed_stop_is_the_stop(capsys):
+    """A library that swallows the KeyboardInterrupt and then fails for it (or for what it left
+    half done) ends the command as interrupted, not with its own error."""
+    from sweeper import cli
+    from sweeper.interrupts import raise_interrupt
+
+    def entry():
+        try:
+            raise_interrupt(15, None)
+        except KeyboardInterrupt:
+            pass                                   # swallowed
+        raise ValueError("Ambiguous value for argument 'data.num_workers=0,1'")
+
+    assert cli.run(entry) == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
