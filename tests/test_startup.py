@@ -107,6 +107,11 @@ def test_a_local_ray_starts_lean_and_ray_is_left_as_it_was(monkeypatch):
     assert started == [("raylet", ["raylet", "--num_prestart_python_workers=1", "--head"]),
                        ("gcs_server", ["gcs_server", "--num_prestart_python_workers=16"])]
     assert node.Node.start_api_server is api_server and services.start_ray_process is recorder
+    with _lean_local_start(one_worker=False) as prestart:            # a job's runtime_env: no use for it
+        assert prestart is False and services.start_ray_process is recorder
+    monkeypatch.setattr(services, "start_raylet", lambda *_: None)    # a Ray that passes no such flag
+    with _lean_local_start() as prestart:
+        assert prestart is False and services.start_ray_process is recorder
 
 
 def test_timeline_marks_are_written_only_where_asked_and_read_back_in_order(tmp_path, monkeypatch):

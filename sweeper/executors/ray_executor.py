@@ -170,7 +170,7 @@ class RayExecutor(Executor):
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
-        with _lean_local_start() as prestart:
+        with _lean_local_start(one_worker=not self.cfg.runtime_env) as prestart:   # a job's runtime_env: not that worker
             ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
                      _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
                      **kwargs)
@@ -253,8 +253,11 @@ class RayExecutor(Executor):
                 self.starter.release()                   # Ray's processes end with that thread, if not before
 
 
+PRESTART_FLAG = "--num_prestart_python_workers="    # the raylet's: Ray sets it to the node's CPUs
+
+
 @contextlib.contextmanager
-def _lean_local_start() -> Iterator[bool]:
+def _lean_local_start(one_worker: bool = True) -> Iterator[bool]:
     """A local Ray started without its API server and with one Python worker started by the node
     itself; yields whether the node gets that worker (`enable_worker_prestart` for ray.init).
 
@@ -263,14 +266,18 @@ def _lean_local_start() -> Iterator[bool]:
       raylet. The driver reads nothing from it: no dashboard, job or state API.
     - The first trial otherwise waits for a Ray worker process started only when it is submitted
       (1.2-1.7 s on an H200 host). Ray's own prestart starts one per CPU with the node, whose start
-      they then slow; one is what a first trial needs. Later workers start on demand, as before.
+      they then slow; one is what a first trial needs. Later workers start as Ray starts them for
+      tasks that wait (a packed sweep on an H200 showed as many worker processes as before).
 
     Both on the critical path of every sweep (docs/performance.md). Only the start made here goes
-    so; a Ray without these methods or flag is left as it is."""
+    so; a Ray without these methods or flag is left as it is (with prestart on and the flag not
+    rewritten, a raylet would start one worker per CPU). `one_worker=False`: tasks that carry a
+    runtime_env could not use that worker."""
     from ray._private import node, services
 
     api_server = getattr(node.Node, "start_api_server", None)
-    start_process = getattr(services, "start_ray_process", None)
+    rewrite = one_worker and _has_prestart_flag(services)
+    start_process = getattr(services, "start_ray_process", None) if rewrite else None
     if api_server is not None:
         node.Node.start_api_server = lambda *_, **__: None
     if start_process is not None:
@@ -284,14 +291,18 @@ def _lean_local_start() -> Iterator[bool]:
             services.start_ray_process = start_process
 
 
+def _has_prestart_flag(services) -> bool:
+    """Whether this Ray passes the raylet its prestarted workers as `_with_one_prestarted_worker` rewrites them."""
+    code = getattr(getattr(services, "start_raylet", None), "__code__", None)
+    return code is not None and f"{PRESTART_FLAG}{{}}" in code.co_consts
+
+
 def _with_one_prestarted_worker(start_process):
     """Ray's start_ray_process, starting the raylet with one prestarted Python worker (the flag
     says one per CPU)."""
-    flag = "--num_prestart_python_workers="
-
     def start(command, process_type, *args, **kwargs):
         if process_type == "raylet":
-            command = [f"{flag}1" if part.startswith(flag) else part for part in command]
+            command = [f"{PRESTART_FLAG}1" if part.startswith(PRESTART_FLAG) else part for part in command]
         return start_process(command, process_type, *args, **kwargs)
 
     return start
