@@ -64,9 +64,12 @@ def main(argv: Sequence[str] = ()) -> None:
     defaults = SequentialConfig()
     parser.add_argument("--max-repeats", type=int, default=defaults.max_repeats, help="sequential.max_repeats")
     parser.add_argument("--futility", type=float, default=defaults.futility, help="sequential.futility")
-    parser.add_argument("--fixed", type=int, default=0, choices=range(0, 8), metavar="R",
-                        help="judge the same draws as repeats=R (1-7) judges them, for comparison (default: repeats=auto)")
+    parser.add_argument("--fixed", type=int, default=0, metavar="R",
+                        help="judge the same draws as repeats=R (2-7) judges them, for comparison; the bounds "
+                             "above and --keep-slow are repeats=auto's and do not apply (default: repeats=auto)")
     args = parser.parse_args(list(argv))
+    if args.fixed and not 2 <= args.fixed <= 7:
+        parser.error(f"--fixed {args.fixed}: repeats=R from 2 to 7 (each cell has 7 draws; one repeat gives no verdicts)")
     bounds = SequentialConfig(max_repeats=args.max_repeats, futility=args.futility)
     bounds.check()
     design = seq.design_for(AnalysisConfig(), bounds, CELLS)
