@@ -164,13 +164,29 @@ def test_no_secret_reaches_a_file_or_the_terminal(tmp_path, tracking):
         assert (run / "mlflow.db").stat().st_size > 0 and list((run / "mlruns").rglob("trial.json"))
 
 
+def _where_it_stopped(tmp: Path) -> str:
+    """For a failed sweep's message: the driver's last phases (SWEEPER_TIMELINE) and the ends of
+    Ray's raylet and driver logs, secrets masked. (Once, in CI, this sweep exited 1 after both
+    trials with no table and no error line.)"""
+    from sweeper import timeline
+
+    phases = [name for _, _, name in timeline.read(str(tmp / "timeline"))][-6:]
+    logs = sorted((tmp / "ray" / "session_latest" / "logs").glob("*"))
+    tails = [f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+             for p in logs if p.name == "raylet.out" or p.name.startswith("python-core-driver")]
+    text = f"\nlast phases: {phases}\n" + "\n".join(tails)
+    for secret in [URL_PASSWORD, PARAM_SECRET, *ENV_SECRETS.values()]:
+        text = text.replace(secret, "***")
+    return text[-4000:]
+
+
 def sweep_with_secrets(tmp_path: Path, tmp: Path, tracking):
     """A two-trial sweep on Ray, with W&B (offline) and MLflow on, HOME and TMPDIR in the test's folders."""
     home = tmp_path / "home"
     home.mkdir()
     url = f"pipe:cat {write_shard(tmp_path / 'shard.tar')} # https://user:{URL_PASSWORD}@host/x.tar"
     env = {**os.environ, **ENV_SECRETS, "HOME": str(home), "TMPDIR": str(tmp), "WANDB_MODE": "offline",
-           "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
+           "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1", "SWEEPER_TIMELINE": str(tmp / "timeline"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     for key in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
@@ -181,7 +197,7 @@ def sweep_with_secrets(tmp_path: Path, tmp: Path, tracking):
            "data.batch_size=1,2"]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-3000:]
+    assert result.returncode == 0, output[-3000:] + _where_it_stopped(tmp)
     run = next((tmp_path / "results").glob("*/*/trials")).parent
     assert sorted(r["status"] for r in map(json.loads, map(Path.read_text, run.glob("trials/*/trial.json")))) \
         == ["ok", "ok"], output[-3000:]                    # both trials read the shard through the URL
