@@ -42,12 +42,11 @@ def run_in_process(cfg: DictConfig) -> None:
     Hydra's RUN mode (asked for, or its fallback when a Ctrl-C or SIGTERM cut its read of
     hydra.mode short) ends before this, in sweeper/run_mode.py; should it get here, an
     interrupted start still ends as one (sweeper/interrupts.py), not as a launcher error."""
-    from sweeper.entry import OTHER_LAUNCHER
+    from sweeper.entry import refuse_other_launcher
     from sweeper.interrupts import raise_if_stopped
 
     raise_if_stopped()
-    print(f"error: {OTHER_LAUNCHER}", file=sys.stderr)
-    exitcodes.report(exitcodes.USAGE)
+    refuse_other_launcher()
 
 
 _hydra_main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(run_in_process)

@@ -14,6 +14,12 @@ OTHER_LAUNCHER = ("hydra/launcher: only the sweeper launcher runs sweeps; for tr
                   "(a debugger, a profiler) use executor=local")
 
 
+def refuse_other_launcher() -> None:
+    """The one line and exit code for a sweep handed to another launcher than sweeper's."""
+    print(f"error: {OTHER_LAUNCHER}", file=sys.stderr)
+    exitcodes.report(exitcodes.USAGE)
+
+
 def run_jobs(jobs: List[Job], multirun: Optional[str] = None) -> int:
     """Runs the composed jobs; returns the exit code (sweeper.exitcodes). `multirun`: the
     text of multirun.yaml (what Hydra launched), written into the run folder once it exists."""

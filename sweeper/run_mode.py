@@ -50,14 +50,19 @@ def asked_for_run_mode(argv: List[str]) -> bool:
                for key, _, value in (a.partition("=") for a in argv if not a.startswith("-")))
 
 
+def ours(target: str) -> bool:
+    """Whether a Hydra plugin (its `_target_`, or its class's module) is sweeper's own."""
+    return str(target).startswith(OURS)
+
+
 def _not_ours(config: Any) -> Optional[str]:
     """The line that refuses this multirun's sweeper or launcher, if either is not sweeper's."""
     from sweeper.entry import OTHER_LAUNCHER
 
     hydra_cfg = config.hydra
-    if not str(hydra_cfg.sweeper.get("_target_", "")).startswith(OURS):
+    if not ours(hydra_cfg.sweeper.get("_target_", "")):
         return OTHER_SWEEPER
-    if not str(hydra_cfg.launcher.get("_target_", "")).startswith(OURS):
+    if not ours(hydra_cfg.launcher.get("_target_", "")):
         return OTHER_LAUNCHER
     return None
 

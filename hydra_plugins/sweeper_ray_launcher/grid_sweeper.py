@@ -12,30 +12,22 @@ run, and writes multirun.yaml there (sweeper/runfolder.py). Any other launcher
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, List
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 
-def _ours(launcher) -> bool:
-    from hydra_plugins.sweeper_ray_launcher.ray_launcher import SweeperRayLauncher
-
-    return isinstance(launcher, SweeperRayLauncher)
-
-
 class SweeperGridSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from sweeper.interrupts import raise_if_stopped
+        from sweeper.run_mode import ours
 
         raise_if_stopped()              # a stop that Hydra's start swallowed (sweeper/interrupts.py) ends here
-        if not _ours(self.launcher):    # refused before Hydra writes a folder for it
-            from sweeper import exitcodes
-            from sweeper.entry import OTHER_LAUNCHER
+        if not ours(type(self.launcher).__module__):    # refused before Hydra writes a folder for it
+            from sweeper.entry import refuse_other_launcher
 
-            print(f"error: {OTHER_LAUNCHER}", file=sys.stderr)
-            exitcodes.report(exitcodes.USAGE)
+            refuse_other_launcher()
             return []
         params = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
