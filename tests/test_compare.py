@@ -158,10 +158,10 @@ def test_runs_from_different_machines_are_refused_unless_mixed(tmp_path, capsys)
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     torch = json.loads(next((DATA / "sleepy-a" / "trials").glob("*/trial.json")).read_text())["fingerprint"]["torch"]
-    assert f"ran on a different setup from trial sleepy-a/" in captured.err
+    assert "ran on a different setup from trial sleepy-a/" in captured.err
     assert f"torch {torch!r} vs '9.9.9'" in captured.err and "--mix-machines" in captured.err
     assert _gate(DATA / "sleepy-a", cand, "--metric", "p50", "--mix-machines") == 0
-    assert f"warning: the machines differ (--mix-machines): trial cand/" in capsys.readouterr().out
+    assert "warning: the machines differ (--mix-machines): trial cand/" in capsys.readouterr().out
 
 
 def test_one_run_whose_trials_ran_on_two_machines_is_refused_too(tmp_path, capsys):

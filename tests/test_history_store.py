@@ -5,7 +5,6 @@ import shutil
 import threading
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

@@ -66,8 +66,8 @@ def test_environment_and_remembered_credentials_are_replaced_wherever_they_appea
     line = f"key {'k' * 40} then p4ssw0rd-77 and hf_remembered alone"
     assert redact_text(line, {**found, **redact_module._remembered}) == \
         "key [redacted:WANDB_API_KEY] then *** and [redacted] alone"
-    assert redact_file("trial.log", line.encode(), found) == f"key [redacted:WANDB_API_KEY] then p4ssw0rd-77 " \
-        f"and hf_remembered alone".encode()                       # only what `found` names, plus the rules
+    assert redact_file("trial.log", line.encode(), found) == "key [redacted:WANDB_API_KEY] then p4ssw0rd-77 " \
+        "and hf_remembered alone".encode()                       # only what `found` names, plus the rules
     assert redact_file("steps.parquet", b"p4ssw0rd-77", found) == b"p4ssw0rd-77"   # binary: redacted before
 
 

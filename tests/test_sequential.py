@@ -8,7 +8,7 @@ import pytest
 from sweeper.analysis import boundaries, contrasts, sequential as seq, slow
 from sweeper.analysis.run import analyze_run
 from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
-from sweeper.schema import AnalysisConfig, SequentialConfig
+from sweeper.schema import AnalysisConfig
 from tests.synthetic_runs import steady, write_run
 
 
@@ -256,17 +256,17 @@ def test_a_repeats_auto_run_shows_the_slow_repeats_its_looks_left_out(tmp_path):
 def test_the_effect_size_of_a_repeats_auto_cell_is_over_the_repeats_its_look_judged():
     """Cliff's delta beside a look's ratio and p: its repeats, less the slow one it left out, and
     not the repeats the baseline ran for other cells after this one stopped."""
-    from sweeper.analysis.verdicts import _as_comparison
-
-    decision = seq.Decision("c", SLOWER, seq.DECIDED, n=4, n_base=6, ratio=0.99, low=0.98, high=1.0, p=0.001,
-                            level=0.01, rejected=True, left_out=1)
-    cell = {0: 100.0, 1: 101.0, 2: 60.0, 3: 99.0, 4: 200.0}       # 2: the slow one left out; 4: after its look
-    base = {r: 100.5 + r % 2 for r in range(6)} | {6: 1.0, 7: 1.0, 8: math.nan}
+    seen = seq.Evidence.of({"base": np.log([100.5, 101.5] * 3), "c": np.log([100.0, 101.0, 60.0, 99.0])}, True)
+    assert seen.left_out("c") == 1                                # 60: slow, left out of the look
+    looked = seq.look(seen, "base", ["c"], seq.Design(), 4, 1, 0)["c"]
     # baseline minus cell over every pair: 100.5 beats 100 and 99, loses to 101; 101.5 beats all three
-    assert _as_comparison(decision, cell, base, seq.Design()).cliffs_delta == pytest.approx((3 * 1 + 3 * 3) / 18)
-    latency = seq.Design(higher_is_better=False)                  # for a latency, the slow values are the high ones:
-    assert _as_comparison(decision, {0: 1.0, 1: 1.1, 2: 9.0, 3: 1.2}, {r: 1.05 for r in range(6)},   # 9.0 left out,
-                          latency).cliffs_delta == pytest.approx(-1 / 3)                         # 1.05 beats 1.0 only
+    assert looked.delta == pytest.approx((3 * 1 + 3 * 3) / 18)
+    latency = seq.Evidence.of({"base": np.log([1.05] * 6), "c": np.log([1.0, 1.1, 9.0, 1.2])}, False)
+    assert seq.look(latency, "base", ["c"], seq.Design(higher_is_better=False), 4, 1, 0)["c"].delta \
+        == pytest.approx(-1 / 3)                                  # 9.0 left out; 1.05 beats 1.0 only
+    base = {r: 1.0 + 0.001 * r for r in range(4)} | {4: 3.0, 5: 3.0}      # 4, 5: run after c's last look
+    closed = seq.replay({"base": base, "c": {0: 2.0, 1: 2.01}}, {"c": 2}, "base", seq.Design()).decisions["c"]
+    assert (closed.n_base, closed.delta) == (4, -1.0)
 
 
 def test_the_simulation_benchmark_judges_every_rule_on_the_same_sweeps():

@@ -1,7 +1,6 @@
 """The W&B report of a sweep, with the real wandb and wandb-workspaces and no network: the spec
 a real sweep writes, the runs its run sets select, and `python -m sweeper.publish`."""
 import json
-import os
 import re
 from pathlib import Path
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sweeper.errors import ConfigError
-from sweeper.plan import ClusterShape, cell_id, plan_trials, shrunk
+from sweeper.plan import ClusterShape, plan_trials, shrunk
 from sweeper.schema import DataConfig, TrainConfig, root_config_from_dict, trial_config
 from sweeper.spec import DEFAULT_SPEC, spec_for
 from tests.conftest import ROOT

@@ -39,7 +39,7 @@ import numpy as np
 from sweeper.analysis import boundaries, slow
 from sweeper.analysis.contrasts import Contrast, contrast, logs, pooled
 from sweeper.schema import AnalysisConfig, SequentialConfig
-from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, within
+from sweeper.analysis.stats import FASTER, NO_CHANGE, SLOWER, cliffs_delta, within
 
 UNDECIDED = "undecided"
 OPEN = ""                                  # reason of a cell that may still get repeats
@@ -80,6 +80,7 @@ class Decision:
     rejected: bool = False                # significant at its look: counts as a Holm rejection
     left_out: int = 0                     # the cell's slow repeats its last look left out (slow.py)
     base_left_out: int = 0                # the baseline's, at that look
+    delta: float = math.nan               # Cliff's delta, baseline against cell, over the repeats that look judged
 
     @property
     def is_open(self) -> bool:
@@ -176,7 +177,8 @@ def look(seen: Evidence, baseline: str, open_cells: Sequence[str], design: Desig
         out[cell] = _judge(cell, found[cell], stepping, lvl, round_, replace(design, futility=0.0) if unsure else design,
                            width, final)
         out[cell] = replace(out[cell], n=int(seen.ran[cell].size), n_base=int(seen.ran[baseline].size),
-                            left_out=seen.left_out(cell), base_left_out=seen.left_out(baseline))
+                            left_out=seen.left_out(cell), base_left_out=seen.left_out(baseline),
+                            delta=cliffs_delta(seen.kept[baseline], seen.kept[cell]))
     return out
 
 

@@ -79,7 +79,7 @@ def _one_look(first: np.ndarray, second: np.ndarray, design: sequential_rule.Des
     values = {"first": dict(enumerate(first)), "second": dict(enumerate(second))}
     once = dataclasses.replace(design, first=second.size, max_repeats=second.size, race=False)
     decided = sequential_rule.replay(values, {"second": second.size}, "first", once).decisions["second"]
-    return _as_comparison(decided, values["second"], values["first"], once)
+    return _as_comparison(decided, once)
 
 
 def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig, seed: int = 0,
@@ -140,28 +140,16 @@ def _looked(repeats: pd.DataFrame, s: Stratum, design: sequential_rule.Design, m
     failed = [c for c in rounds if sequential_rule.last_failed(values[c], trial_repeats.get(c, []))]
     replayed = sequential_rule.replay(values, rounds, s.baseline_id, design, schedule)
     decided = sequential_rule.closed(replayed.decisions, failed)
-    return {c: (_as_comparison(d, values[c], values[s.baseline_id], design), d) for c, d in decided.items()}, \
+    return {c: (_as_comparison(d, design), d) for c, d in decided.items()}, \
         replayed.base_at
 
 
-def _as_comparison(d: sequential_rule.Decision, cell: Dict[int, float], base: Dict[int, float],
-                   design: sequential_rule.Design) -> stats.Comparison:
+def _as_comparison(d: sequential_rule.Decision, design: sequential_rule.Design) -> stats.Comparison:
     """A sequential decision in the shape of a Comparison; its adjusted p is the look's p on
     alpha's scale (p x alpha / the look's level: under alpha exactly when the look decided)."""
     scaled = min(1.0, d.p * design.alpha / d.level) if d.level > 0 and math.isfinite(d.p) else math.nan
-    delta = stats.cliffs_delta(_judged(base, d.n_base, d.base_left_out, design.higher_is_better),
-                               _judged(cell, d.n, d.left_out, design.higher_is_better))
-    return stats.Comparison(d.n_base, d.n, d.p, d.ratio, d.low, d.high, delta, d.verdict, design.alpha,
+    return stats.Comparison(d.n_base, d.n, d.p, d.ratio, d.low, d.high, d.delta, d.verdict, design.alpha,
                             design.min_effect, scaled, design.higher_is_better)
-
-
-def _judged(values: Dict[int, float], n: int, left_out: int, higher_is_better: bool) -> List[float]:
-    """The values a look judged: the first `n` that a repeat left (in repeat order), less the
-    `left_out` slowest (slow.py: a look leaves out only values below the rest), so that the effect
-    size shown describes the same repeats as the ratio, interval and p beside it."""
-    ran = [v for _, v in sorted(values.items()) if math.isfinite(v) and v > 0][:n]
-    best_first = sorted(ran, reverse=higher_is_better)
-    return best_first[:len(best_first) - left_out]
 
 
 def verdict_table(cells: pd.DataFrame, comparisons: Comparisons, strata: Sequence[Stratum],
