@@ -61,8 +61,12 @@ def during_interrupt(exc: BaseException) -> bool:
 
 
 def fault(exc: Exception) -> int:
-    from sweeper.faults import user_line
+    from sweeper.faults import no_room_line, user_line
 
+    full = no_room_line(exc)
+    if full is not None:
+        say(full)
+        return exitcodes.NO_ROOM
     line = user_line(exc)
     if line is not None:
         say(line)

@@ -5,11 +5,16 @@
 - A file that cannot be parsed (truncated, garbled, not sweeper's): the file, found in the
   failing call's arguments, and the parser's first line.
 Anything else returns None: it is a bug in sweeper and keeps its traceback.
+
+Apart from these, `no_room_line`: a write the machine refused because its disk is full or over
+quota. Neither the user's input nor a bug: its own exit code (exitcodes.NO_ROOM), and the
+folder it was writing to, so that an unattended run says what to free.
 """
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import os
 import re
 from typing import Iterator, Optional
@@ -105,6 +110,72 @@ def composition_line(text: str) -> str:
     quoted = re.search(r"'([^']+)'", lines[0]) if lines else None
     key = quoted.group(1) if quoted else "config"
     return f"error: {key}: {'; '.join(line.rstrip('.') for line in lines) or 'cannot be composed'}"
+
+
+# -- a disk that is full ----------------------------------------------------------------
+NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_room_line(exc: BaseException) -> Optional[str]:
+    """The line for a write refused for want of space (also where a library, as pyarrow does,
+    gives the errno only in its message), naming the folder written to and its free space."""
+    code = _no_room_errno(exc)
+    if code is None:
+        return None
+    folder = _folder_written(exc)
+    where = f"{folder}: " if folder else ""
+    free = f" ({_free(folder)} free there)" if folder else ""
+    return (f"error: {where}{os.strerror(code)}{free}; free space on that disk or set results_dir to another, then "
+            "run the command again (a sweep: with resume=latest, only what is missing runs)")
+
+
+def _no_room_errno(exc: BaseException) -> Optional[int]:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError):
+            if exc.errno in NO_ROOM_ERRNOS:
+                return exc.errno
+            said = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+            if said and int(said.group(1)) in NO_ROOM_ERRNOS:
+                return int(said.group(1))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _folder_written(exc: BaseException) -> Optional[str]:
+    """The folder of the file the failing write named: its filename, or the innermost frame's
+    path argument whose folder exists (the file itself may be gone: a failed write removes it)."""
+    if isinstance(exc, OSError) and exc.filename:
+        return os.path.dirname(os.path.abspath(os.fspath(exc.filename)))
+    for frame_locals in reversed(list(_frame_locals(exc))):
+        for value in frame_locals.values():
+            if isinstance(value, (str, os.PathLike)) and _in_a_folder(value):
+                return os.path.dirname(os.path.abspath(os.fspath(value)))
+    return None
+
+
+def _in_a_folder(value) -> bool:
+    try:
+        text = os.fspath(value)
+        return 0 < len(text) < 4096 and "\n" not in text and os.sep in text and \
+            os.path.isdir(os.path.dirname(os.path.abspath(text)))
+    except (TypeError, ValueError, OSError):
+        return False
+
+
+def _free(folder: str) -> str:
+    import shutil
+
+    try:
+        n = float(shutil.disk_usage(folder).free)
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
 
 
 # -- files ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
@@ -59,11 +60,15 @@ def write_trial(run: Path, record: TrialRecord, config: Dict[str, Any], files: D
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = final.parent / f"{LEFTOVER_PREFIXES[0]}{record.trial_id}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
-    (staging / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for name, data in files.items():
-        (staging / name).write_bytes(data)
-    record.files = sorted(files)
-    (staging / TRIAL_JSON).write_text(json_text(record.to_dict()))
+    try:
+        (staging / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+        record.files = sorted(files)
+        (staging / TRIAL_JSON).write_text(json_text(record.to_dict()))
+    except BaseException:        # a disk that filled up: give back what this trial took of it
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return replace_dir(staging, final)
 
 

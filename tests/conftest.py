@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,20 @@ def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
 @pytest.fixture
 def sweeper_cli(tmp_path):
     return lambda args, **kw: run_sweeper(args, tmp_path, **kw)
+
+
+def in_a_mount_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`sh -c script` in a mount namespace of its own: a small tmpfs mounted there (a disk that
+    fills up) vanishes with it."""
+    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def mount_namespaces(tmp_path: Path) -> bool:
+    """Whether this machine lets the tests mount a tmpfs in a namespace of their own (root)."""
+    return shutil.which("unshare") is not None and \
+        in_a_mount_namespace(f"mount -t tmpfs tmpfs {tmp_path}", tmp_path).returncode == 0
 
 
 def has_cuda() -> bool:

@@ -221,6 +221,27 @@ def test_a_damaged_file_is_named_from_the_call_that_read_it(tmp_path, capsys):
     assert line.startswith(f"error: {path}: damaged or not a file sweeper wrote (JSONDecodeError")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("writer", ["open(path, 'wb').write(b'x' * 65536)",
+                                    "pq.write_table(pa.table({'x': list(range(100_000))}), path)"])
+def test_a_full_disk_is_its_own_exit_code_and_one_line_naming_the_folder(writer, tmp_path):
+    """A write refused for want of space (a real ENOSPC: a tmpfs of 8 KiB) is neither bad input nor
+    a bug; pyarrow gives the errno only in its message."""
+    from tests.conftest import in_a_mount_namespace, mount_namespaces
+
+    if not mount_namespaces(tmp_path):
+        pytest.skip("needs a mount namespace of its own (unshare --mount, as root) for a small real disk")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    code = ("import os, sys, pyarrow as pa, pyarrow.parquet as pq; from sweeper import cli; "
+            f"sys.exit(cli.run(lambda path=os.path.join(sys.argv[1], 'f'): {writer}))")
+    result = in_a_mount_namespace(f"mount -t tmpfs -o size=8k tmpfs {disk} && {sys.executable} -c \"{code}\" {disk}",
+                                  tmp_path)
+    assert result.returncode == 74, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {disk}: No space left on device (") and "resume=latest" in line
+
+
 def test_usage_errors_are_one_line(capsys):
     from sweeper import cli
 

@@ -343,3 +343,28 @@ def test_another_launcher_is_refused_before_hydra_writes_a_folder(tmp_path):
         "error: hydra/launcher: only the sweeper launcher runs sweeps; for trials inside this process "
         "(a debugger, a profiler) use executor=local"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_disk_that_fills_up_mid_sweep_ends_it_in_one_line_and_keeps_what_finished(tmp_path):
+    """A results disk of 100 KiB (a real tmpfs) fills after a trial or two: one line naming the run
+    folder and exit 74, the trials written before it whole, nothing half-written left; with room
+    again, resume=latest runs only the rest."""
+    from tests.conftest import in_a_mount_namespace, mount_namespaces
+
+    if not mount_namespaces(tmp_path):
+        pytest.skip("needs a mount namespace of its own (unshare --mount, as root) for a small real disk")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    sweep = (f"{sys.executable} -m sweeper results_dir={disk} workload.target={T}:quick 'workload.seed=0,1,2,3' "
+             "executor=local wandb.enabled=false history.enabled=false")
+    count = f"{sys.executable} -c \"import sys, pathlib; print(len(list(pathlib.Path(sys.argv[1]).rglob('trial.json'))))\""
+    script = (f"mount -t tmpfs -o size=100k tmpfs {disk} && {sweep} >/dev/null 2>err.txt; echo $?; cat err.txt; "
+              f"find {disk} -name '.*' | wc -l; {count} {disk}; "
+              f"mount -o remount,size=8m {disk} && {sweep} resume=latest >/dev/null 2>&1; echo $?; {count} {disk}")
+    result = in_a_mount_namespace(script, tmp_path)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 6, result.stdout + result.stderr
+    full, line, leftovers, kept, resumed, finished = lines
+    assert full == "74" and line.startswith(f"error: {disk}/single/") and "No space left on device" in line, lines
+    assert "resume=latest" in line and leftovers == "0" and 1 <= int(kept) < 4, lines
+    assert (resumed, finished) == ("0", "4"), lines
