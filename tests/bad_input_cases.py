@@ -320,6 +320,8 @@ CASES = [
     Case("history-dir-a-file", "16c", (QUICK, "history.dir={T}/afile"), BAD, "history.dir", setup=with_file("afile")),
     Case("history-dir-under-a-file", "16c", (QUICK, "history.dir={T}/afile/h"), BAD, "history.dir",
          setup=with_file("afile")),
+    Case("overnight-sweep-named-twice", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,dataloader]",
+         "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
 ]
 
 

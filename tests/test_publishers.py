@@ -156,6 +156,19 @@ def test_the_night_check_reads_each_runs_record_and_the_morning_report_gets_its_
     assert "W&amp;B alert skipped: wandb.mode=offline" in page
 
 
+def test_a_night_that_appended_nothing_says_the_morning_report_is_not_written(tmp_path, capsys):
+    """Every sweep of the night failed (a full disk) or history is off: a plain line, not a failure."""
+    from sweeper.history import morning
+
+    night = tmp_path / "night"
+    night.mkdir()
+    manifest = {"suite": "overnight", "night": "n1", "sweeps": [{"name": "a", "run": "a/n1", "status": "disk full"}]}
+    assert morning.night_end(night, manifest) == []
+    out = capsys.readouterr().out
+    assert out.startswith("morning report: not written: ") and "holds no runs" in out and "warning" not in out
+    assert not (night / morning.MORNING).exists()
+
+
 def test_the_report_shows_the_regressions_the_history_handed_it(analysed, tmp_path):
     from sweeper.publishers import report_sink
 

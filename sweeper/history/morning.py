@@ -152,6 +152,8 @@ def night_end(night: Path, manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
     try:
         path = write_morning(store_of(night, manifest), night / MORNING, night=night, manifest=manifest)
         print(f"morning report: {path}", flush=True)
+    except SweeperError as exc:       # nothing to report (no sweep of the night appended to the history)
+        print(f"morning report: not written: {exc}", flush=True)
     except Exception as exc:          # the report is never worth the night's exit code
         print(f"warning: morning report failed: {type(exc).__name__}: {exc}", flush=True)
     return alerts

@@ -70,6 +70,9 @@ class OvernightConfig:
             _require(isinstance(name, str) and name and name != "overnight", "overnight.sweeps",
                      f"must list sweep names (conf/sweep/*.yaml) other than overnight, got {name!r}")
             _require_name("overnight.sweeps", name)
+        twice = sorted({n for n in self.sweeps if self.sweeps.count(n) > 1})
+        _require(not twice, "overnight.sweeps", f"names {', '.join(map(repr, twice))} more than once; a night runs each "
+                 "sweep once, into one folder of that name (repeats=N repeats its trials)")
 
 
 @dataclass
