@@ -320,6 +320,8 @@ CASES = [
     Case("history-dir-a-file", "16c", (QUICK, "history.dir={T}/afile"), BAD, "history.dir", setup=with_file("afile")),
     Case("history-dir-under-a-file", "16c", (QUICK, "history.dir={T}/afile/h"), BAD, "history.dir",
          setup=with_file("afile")),
+    Case("ray-address-not-an-address", "15", (QUICK, "ray.address=http://head"), BAD, "ray.address"),
+    Case("ray-address-nothing-listens", "15", (QUICK, "executor=ray", "ray.address=127.0.0.1:9"), BAD, "ray.address"),
     Case("overnight-sweep-named-twice", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,dataloader]",
          "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
 ]

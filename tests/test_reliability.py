@@ -368,3 +368,38 @@ def test_a_disk_that_fills_up_mid_sweep_ends_it_in_one_line_and_keeps_what_finis
     assert full == "74" and line.startswith(f"error: {disk}/single/") and "No space left on device" in line, lines
     assert "resume=latest" in line and leftovers == "0" and 1 <= int(kept) < 4, lines
     assert (resumed, finished) == ("0", "4"), lines
+
+
+def test_a_ray_address_where_something_else_answers_is_one_line_and_sigterm_is_not_held_up(tmp_path):
+    """A port that accepts connections but is no Ray head: Ray alone retries it for many minutes
+    and held the driver's exit that long after SIGTERM. Now a bounded wait, then one line; and a
+    SIGTERM during that wait ends the command at once."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    code = ("import sys; from sweeper.executors import ray_executor; ray_executor.ATTACH_WAIT_S = 4; "
+            "from sweeper.__main__ import main, exit_with; exit_with(main())")
+    cmd = [sys.executable, "-c", code, f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick",
+           f"ray.address={address}", "wandb.enabled=false", "history.enabled=false"]
+    try:
+        started = time.monotonic()
+        waited = subprocess.run(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), capture_output=True, text=True,
+                                timeout=120)
+        took = time.monotonic() - started
+        stopped = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        signalled = time.monotonic()
+        stopped.send_signal(signal.SIGTERM)
+        _, err = stopped.communicate(timeout=60)
+        ended = time.monotonic() - signalled
+    finally:
+        listener.close()
+    lines = [line for line in waited.stderr.splitlines() if not line.startswith("[20")]   # Ray's own retries
+    assert waited.returncode == 2 and lines[-1].startswith(f"error: ray.address={address}: something answers"), \
+        waited.stderr[-2000:]
+    assert took < 30 and not (tmp_path / "results").exists(), took
+    assert stopped.returncode == 130 and ended < 10 and "interrupted" in err.splitlines()[-1], (ended, err[-2000:])

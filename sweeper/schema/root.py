@@ -67,6 +67,7 @@ class RootConfig(TrialConfig):
                  "or cost.cpu_hour_usd")
         self.sequential.check()
         self.overnight.check()
+        self.ray.check()
         self.wandb.check()
         self.mlflow.check()
         self.history.check()

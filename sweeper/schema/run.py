@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from sweeper.schema._base import _require, _require_name
 
@@ -82,6 +82,22 @@ class RayConfig:
     num_gpus: Optional[int] = None       # for a local Ray only
     node_ip_address: Optional[str] = None  # this host's address as the cluster knows it (multi-homed hosts)
     runtime_env: Dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        _require(self.address in (None, "auto") or head_of(self.address) is not None, "ray.address",
+                 f"must be auto, host:port or ray://host:port (a running cluster's head, as `ray start --head` "
+                 f"prints it), got {self.address!r}")
+
+
+def head_of(address: Any) -> Optional[Tuple[str, int]]:
+    """(host, port) of a Ray address `host:port` or `ray://host:port` ([v6]:port too); None if not one."""
+    if not isinstance(address, str):
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/ @"):
+        return None
+    return host, int(port)
 
 
 @dataclass
