@@ -40,7 +40,7 @@ def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finish
         return interrupts.interrupted(interrupted)
     except SweeperError as exc:
         say(f"error: {exc}")
-        return exitcodes.USAGE
+        return exc.code
     except Exception as exc:   # a user's file or config, or a bug: decided by its type
         if during_interrupt(exc):
             return interrupts.interrupted(interrupted)

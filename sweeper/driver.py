@@ -67,7 +67,7 @@ def run_sweep(jobs: List[Job], multirun: Optional[str] = None) -> int:
             run, local_plan = checked(jobs, root)
         except SweeperError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return exitcodes.USAGE
+            return exc.code
         except KeyboardInterrupt:
             return interrupted("while planning: nothing was written")
         if root.dry_run:
@@ -109,7 +109,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         mark("trials_done")
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exc.code
     except KeyboardInterrupt:
         if sweep is not None:           # again while the trials were being cancelled: that line is out
             return exitcodes.INTERRUPTED

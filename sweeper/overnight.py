@@ -190,7 +190,7 @@ def run_suite(job, multirun: Optional[str] = None) -> int:
             return _suite(job, multirun)
         except SweeperError as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
-            return exitcodes.USAGE
+            return exc.code
         except KeyboardInterrupt:
             return interrupted("while the suite started or ended: what finished is kept")
 

@@ -8,11 +8,13 @@ do what it was asked, a warning on stderr when it can but the figures would misl
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from sweeper.errors import ConfigError
+from sweeper.errors import ConfigError, NoRoom
 from sweeper.plan import ClusterShape, Trial
 from sweeper.schema import RootConfig
 
@@ -20,6 +22,7 @@ from sweeper.schema import RootConfig
 def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape) -> None:
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
+    check_temp_room(root.executor, root.ray.address)
     if root.executor == "local" or not root.ray.address:      # the trials run on this machine
         line = loader_workers_line(trials, shape)
         if line:
@@ -50,6 +53,33 @@ def check_history_dir(root: RootConfig) -> None:
     if problem:
         raise ConfigError(f"history.dir: {problem}; set history.dir= to a folder you can write, "
                           f"or history.enabled=false")
+
+
+MIN_TEMP_FREE = 64 * 2 ** 20     # bytes: a local Ray's session (its logs, sockets) and the trials' scratch
+
+
+def temp_folders(executor: str, ray_address: Optional[str]) -> List[str]:
+    """The folders a run writes outside its run folder on this machine: the trials' scratch
+    (TMPDIR), and a local Ray's sessions (RAY_TMPDIR, else TMPDIR, else /tmp: Ray's own rule)."""
+    folders = [tempfile.gettempdir()]
+    if executor == "ray" and not ray_address:
+        folders.append(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp")
+    return list(dict.fromkeys(folders))
+
+
+def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
+    """A temp folder without room fails later and obscurely: a local Ray's node times out
+    starting (after 30 s), a trial cannot make its scratch folder. Said now, in one line (also
+    before a local Ray is started early: sweeper.executors.begin_early)."""
+    for folder in temp_folders(executor, ray_address):
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            continue                      # a folder that cannot be read fails with its own line later
+        if free < MIN_TEMP_FREE:
+            raise NoRoom(f"{folder}: {free / 2 ** 20:.1f} MiB free; a sweep needs {MIN_TEMP_FREE // 2 ** 20} MiB there "
+                         f"(its trials' scratch folders, a local Ray's session): free space, or point TMPDIR "
+                         f"(RAY_TMPDIR for Ray alone) at another disk")
 
 
 def loader_workers_line(trials: Sequence[Trial], shape: ClusterShape) -> Optional[str]:

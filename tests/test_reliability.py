@@ -365,7 +365,7 @@ def test_a_disk_that_fills_up_mid_sweep_ends_it_in_one_line_and_keeps_what_finis
     lines = result.stdout.splitlines()
     assert len(lines) == 6, result.stdout + result.stderr
     full, line, leftovers, kept, resumed, finished = lines
-    assert full == "74" and line.startswith(f"error: {disk}/single/") and "No space left on device" in line, lines
+    assert full == "74" and line.startswith(f"error: {disk}/single") and "No space left on device" in line, lines
     assert "resume=latest" in line and leftovers == "0" and 1 <= int(kept) < 4, lines
     assert (resumed, finished) == ("0", "4"), lines
 
@@ -380,7 +380,7 @@ def test_a_ray_address_where_something_else_answers_is_one_line_and_sigterm_is_n
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     address = f"127.0.0.1:{listener.getsockname()[1]}"
-    code = ("import sys; from sweeper.executors import ray_executor; ray_executor.ATTACH_WAIT_S = 4; "
+    code = ("import sys; from sweeper.executors import attached; attached.WAIT_S = 4; "
             "from sweeper.__main__ import main, exit_with; exit_with(main())")
     cmd = [sys.executable, "-c", code, f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick",
            f"ray.address={address}", "wandb.enabled=false", "history.enabled=false"]
@@ -403,3 +403,24 @@ def test_a_ray_address_where_something_else_answers_is_one_line_and_sigterm_is_n
         waited.stderr[-2000:]
     assert took < 30 and not (tmp_path / "results").exists(), took
     assert stopped.returncode == 130 and ended < 10 and "interrupted" in err.splitlines()[-1], (ended, err[-2000:])
+
+
+@pytest.mark.parametrize("how", ["executor=ray", "executor=local", "dry_run=true"])
+def test_a_temp_folder_without_room_is_one_line_before_ray_starts(how, tmp_path):
+    """TMPDIR on a 20 KiB disk: a local Ray started there timed out after 30 s and the traceback
+    called it a bug. Now one line naming the folder, at once, exit 74, nothing written."""
+    from tests.conftest import in_a_mount_namespace, mount_namespaces
+
+    if not mount_namespaces(tmp_path):
+        pytest.skip("needs a mount namespace of its own (unshare --mount, as root) for a small real disk")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    sweep = (f"TMPDIR={temp} {sys.executable} -m sweeper results_dir={tmp_path / 'results'} workload.target={T}:quick "
+             f"wandb.enabled=false history.enabled=false {how}")
+    started = time.monotonic()
+    result = in_a_mount_namespace(f"mount -t tmpfs -o size=20k tmpfs {temp} && {sweep}", tmp_path)
+    assert result.returncode == 74, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"error: {temp}: 0.0 MiB free; a sweep needs 64 MiB there (its trials' "
+                                          "scratch folders, a local Ray's session): free space, or point TMPDIR "
+                                          "(RAY_TMPDIR for Ray alone) at another disk"]
+    assert time.monotonic() - started < 20 and not (tmp_path / "results").exists()

@@ -52,7 +52,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             jobs = compose_all(launcher, job_overrides, initial_job_idx)
         except SweeperError as exc:
             print(f"error: {exc}", file=sys.stderr)     # its message was redacted when it was made
-            exitcodes.report(exitcodes.USAGE)
+            exitcodes.report(exc.code)
             return []
         except KeyboardInterrupt:
             exitcodes.report(interrupted("while composing the configs: nothing was written"))

@@ -74,8 +74,11 @@ def begin_early(config: Any) -> None:
         return
     mark("first_job_composed")
     from sweeper.executors.ray_executor import RayExecutor
+    from sweeper.preflight import check_temp_room
 
-    _EARLY = RayExecutor(_ray_config(config.get("ray") or {}), preload=())
+    ray_cfg = _ray_config(config.get("ray") or {})
+    check_temp_room("ray", ray_cfg.address)            # a Ray started on a full disk times out, 30 s later
+    _EARLY = RayExecutor(ray_cfg, preload=())
     _EARLY.begin()
 
 

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
+from sweeper.executors import attached
+from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, TrialLost
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
@@ -94,34 +96,6 @@ def _node_id() -> Optional[str]:
         return None
 
 
-ATTACH_PROBE_S = 5.0     # how long a cluster's head may take to accept a connection before it is called absent
-ATTACH_WAIT_S = 120.0    # how long ray.init(address=...) may take once it does (Ray alone retries for many minutes)
-
-
-def _attach(ray, address: str, kwargs: Dict[str, Any]) -> None:
-    """ray.init(address=...), once something answers there: Ray itself retries an address where
-    nothing listens for many minutes, printing a warning every few seconds, and holds up the
-    driver's exit that long even after Ctrl-C or SIGTERM."""
-    import socket
-
-    from sweeper.errors import ConfigError
-    from sweeper.schema.run import head_of
-
-    fix = "start one there (ray start --head) or fix the address; ray.address=null starts a local Ray"
-    head = head_of(address)
-    if head is not None:
-        try:
-            socket.create_connection(head, timeout=ATTACH_PROBE_S).close()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise ConfigError(f"ray.address={address}: no Ray cluster answers at {head[0]}:{head[1]} ({reason}); {fix}") \
-                from None
-    try:
-        ray.init(address=address, **kwargs)
-    except ConnectionError as exc:      # `auto` with no cluster on this machine, or a head that refused us
-        raise ConfigError(f"ray.address={address}: {str(exc).splitlines()[0].split('. ')[0]}; {fix}") from None
-
-
 def _own_token() -> None:
     """A local Ray this driver starts keeps Ray's token authentication, with a token of this run's
     own in the environment (its name marks it a credential: records redact it). Ray then neither
@@ -169,12 +143,8 @@ class RayExecutor(Executor):
 
     def start(self) -> ClusterShape:
         self.begin()
-        if not self.starter.wait(ATTACH_WAIT_S if self.cfg.address else None):   # re-raises what ray.init raised
-            from sweeper.errors import ConfigError
-
-            raise ConfigError(f"ray.address={self.cfg.address}: something answers there, but no Ray cluster took "
-                              f"this driver within {ATTACH_WAIT_S:.0f} s; give the head's GCS address "
-                              f"(`ray start --head` prints it) or ray.address=null for a local Ray")
+        if not self.starter.wait(attached.WAIT_S if self.cfg.address else None):   # re-raises what ray.init raised
+            raise attached.not_taken(self.cfg.address)
         return self._shape()
 
     def _connect_and_guard(self) -> None:
@@ -198,7 +168,7 @@ class RayExecutor(Executor):
         if self.cfg.node_ip_address:
             kwargs["_node_ip_address"] = self.cfg.node_ip_address
         if self.cfg.address:
-            _attach(ray, self.cfg.address, kwargs)
+            attach(ray, self.cfg.address, kwargs)
             return False
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.

@@ -187,7 +187,7 @@ def command(argv: Optional[Sequence[str]]) -> int:
         return COMMANDS[args.command](args)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.code
 
 
 if __name__ == "__main__":

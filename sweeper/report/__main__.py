@@ -44,7 +44,7 @@ def command(argv: Optional[List[str]]) -> int:
         html_path, md_path = write_report(run, data, analysis)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.code
     print(md_path.read_text())
     print(f"report: {html_path}")
     return 0
