@@ -324,6 +324,9 @@ CASES = [
     Case("ray-address-nothing-listens", "15", (QUICK, "executor=ray", "ray.address=127.0.0.1:9"), BAD, "ray.address"),
     Case("overnight-sweep-named-twice", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,dataloader]",
          "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
+    # typed values: non-finite numbers, the Ray section
+    Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
+    Case("ray-cpus-negative", "intro", (QUICK, "executor=ray", "ray.num_cpus=-1"), BAD, "ray.num_cpus"),
 ]
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence
 
@@ -87,8 +88,16 @@ def _build(cls, values: Dict[str, Any], prefix: str):
         _require(key in known, f"{prefix}{key}", removed_line(f"{prefix}{key}") or f"unknown key; valid keys: {sorted(known)}")
         sub = known[key].type
         sub_cls = _SECTIONS.get(sub.replace("Optional[", "").rstrip("]")) if isinstance(sub, str) else None
+        _require_finite(f"{prefix}{key}", value)
         kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
     return cls(**kwargs)
+
+
+def _require_finite(key: str, value: Any) -> None:
+    """nan passes no comparison and inf every upper-bound-free one, so each section's own
+    check would let them through to a trial (an int(inf) there fails every trial)."""
+    _require(not (isinstance(value, float) and not math.isfinite(value)), key,
+             f"must be a finite number, got {value}; give a number (or null where the key allows it)")
 
 
 _SECTIONS = {
