@@ -87,6 +87,10 @@ class RayConfig:
         _require(self.address in (None, "auto") or head_of(self.address) is not None, "ray.address",
                  f"must be auto, host:port or ray://host:port (a running cluster's head, as `ray start --head` "
                  f"prints it), got {self.address!r}")
+        for name in ("num_cpus", "num_gpus"):     # Ray's own refusal of a negative count was a traceback
+            value = getattr(self, name)
+            _require(value is None or value >= 0, f"ray.{name}",
+                     f"must be 0 or more, or null (all of this machine's), got {value}")
 
 
 def head_of(address: Any) -> Optional[Tuple[str, int]]:
