@@ -326,6 +326,9 @@ CASES = [
          "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
     # typed values: non-finite numbers, the Ray section
     Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
+    Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
+    Case("absurd-world-size", "16a", ("workload=train_step", "train.world_size=100000", "dry_run=true"), BAD,
+         "train.world_size"),
     Case("ray-cpus-negative", "intro", (QUICK, "executor=ray", "ray.num_cpus=-1"), BAD, "ray.num_cpus"),
 ]
 

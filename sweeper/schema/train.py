@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional
 
 from sweeper.schema._base import _is_import_path, _require
-from sweeper.schema.data import DataConfig
+from sweeper.schema.data import MAX_WORKERS, DataConfig
 
 TRAIN_PRESETS: Dict[str, Dict[str, int]] = {
     "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 64, "seq_len": 64, "vocab_size": 512},
@@ -72,6 +72,9 @@ class TrainConfig:
                      f"must be one of {choices}, got {getattr(self, name)!r}")
         for name in ("micro_batch", "accum_steps", "world_size", "synthetic_batches", "lr", "dist_timeout_s"):
             _require(getattr(self, name) > 0, f"train.{name}", f"must be positive, got {getattr(self, name)}")
+        _require(self.world_size <= MAX_WORKERS, "train.world_size",
+                 f"{self.world_size} ranks is more than one node runs (at most {MAX_WORKERS}); give the node's "
+                 f"GPU count, or a few CPU processes")
         _require(self.weight_decay >= 0, "train.weight_decay", "must be 0 or more")
         _require(self.peak_flops is None or self.peak_flops > 0, "train.peak_flops", "must be positive or null")
         _require(self.flops_per_token is None or self.flops_per_token > 0, "train.flops_per_token",

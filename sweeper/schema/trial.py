@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from sweeper.schema._base import DEVICES, ISOLATION_MODES, ON_OOM, PROFILES, _require
+from sweeper.schema.data import MAX_WORKERS
 
 @dataclass
 class WorkloadConfig:
@@ -24,6 +25,9 @@ class WorkloadConfig:
         _require(self.warmup_steps >= 0, "workload.warmup_steps", "must be 0 or more")
         _require(self.device in DEVICES, "workload.device", f"must be one of {DEVICES}, got {self.device!r}")
         _require(self.threads is None or self.threads > 0, "workload.threads", "must be positive")
+        _require(self.threads is None or self.threads <= MAX_WORKERS, "workload.threads",
+                 f"{self.threads} threads is more than a node runs (at most {MAX_WORKERS}); "
+                 f"use a number near the node's CPU count, or null (the CPUs the trial gets)")
 
 
 @dataclass
