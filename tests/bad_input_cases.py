@@ -291,6 +291,7 @@ CASES = [
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
     Case("history-diff-unknown-runs", "9g", ("--store", "{HIST}", "diff", "a", "b"), BAD, "a",
          command="history", setup=stored_run),
+    Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=stored_run),
     # 9g. the Prometheus exporter
     Case("prometheus-port-out-of-range", "9g", ("{RUN}", "--port", "70000"), BAD, "--port", command="prometheus",
          setup=with_run),

@@ -51,6 +51,8 @@ def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
     con = connect(Path(root))
     try:
         cursor = con.execute(sql)
+        if cursor is None:                       # DuckDB's answer to "" or a lone comment
+            raise SweeperError(f'sql: no statement in {sql!r}; give one, e.g. "SELECT * FROM {VIEW} LIMIT 5"')
         return [d[0] for d in cursor.description or []], cursor.fetchall()
     except duckdb.Error as exc:
         raise SweeperError(f"sql: {str(exc).strip().splitlines()[0]}") from None
