@@ -206,7 +206,8 @@ def _suite(job, multirun: Optional[str]) -> int:
         print(f"error: {held}; this start ran nothing", file=sys.stderr, flush=True)
         return exitcodes.LOCKED
     try:
-        return _night(job, new_run(root, multirun).path, started)
+        check_hook(root.overnight.alerts)       # under the lock: a second start still exits at once
+        return _refused_sweep(job, planned_run(root)) or _night(job, new_run(root, multirun).path, started)
     finally:
         release_lock(lock, lock_file)
 
@@ -306,6 +307,30 @@ def _alerts(target: Optional[str], night: Path, manifest: Dict[str, Any]) -> int
         return exitcodes.OK
     manifest["alerts"] = alerts
     return exitcodes.REGRESSED if alerts else exitcodes.OK
+
+
+def check_hook(target: Optional[str]) -> None:
+    """The regression check imports and is a function, found before the night, not after it."""
+    from sweeper.spec import _import
+
+    if target:
+        module, _, name = target.partition(":")
+        if not callable(getattr(_import(module, "overnight.alerts", target), name, None)):
+            raise ConfigError(f"overnight.alerts={target!r}: {module} has no function {name!r}; name one after "
+                              f"the ':' (night folder, night.json dict) -> list of alerts, or overnight.alerts=null")
+
+
+def _refused_sweep(job, night: Path) -> int:
+    """Each sweep's own dry run, before the lock and the night folder: a name that is no sweep,
+    or an override that one sweep refuses, is its one line and exit 2 now, not after the
+    sweeps before it ran. What the dry runs print otherwise is left out (the sweeps say it again)."""
+    for name in job.config.overnight.sweeps:
+        command = sweep_command(name, night, job.config.run_id, job.config, job.overrides) + ["dry_run=true"]
+        done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        if done.returncode == exitcodes.USAGE:
+            sys.stderr.write(done.stderr)
+            return exitcodes.USAGE
+    return exitcodes.OK
 
 
 def load_hook(target: str) -> Callable[[Path, Dict[str, Any]], List[Dict[str, Any]]]:

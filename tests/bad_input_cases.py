@@ -325,6 +325,8 @@ CASES = [
     Case("ray-address-nothing-listens", "15", (QUICK, "executor=ray", "ray.address=127.0.0.1:9"), BAD, "ray.address"),
     Case("overnight-sweep-named-twice", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,dataloader]",
          "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
+    Case("overnight-alerts-not-importable", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader]",
+         "overnight.lock_file={T}/lock", "overnight.alerts=nosuch_mod:fn") + SMALL, BAD, "overnight.alerts"),
     # typed values: non-finite numbers, the Ray section
     Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
     Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
@@ -357,6 +359,8 @@ SLOW_CASES = [
     Case("sigint-ignored-overnight-suite", "15", ("+sweep=overnight", "overnight.lock_file={T}/lock",
          "overnight.sweeps=[dataloader]", "overnight.budget_s=600") + SMALL, INTERRUPTED, "interrupted", slow=True,
          send="SIGINT", when="results/overnight/*/*", background=True),
+    Case("overnight-unknown-sweep-after-one", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,nosuch]",
+         "overnight.lock_file={T}/lock") + SMALL, BAD, "sweep=nosuch", slow=True),
     Case("sigterm-while-ray-trial-runs", "11b", ("workload.target=tests.workloads_for_tests:hangs_with_children",
          "+workload.params.pid_file={R}/children.pid", "executor=ray"), INTERRUPTED, "interrupted", slow=True,
          send="SIGTERM", when="results/children.pid"),
