@@ -151,8 +151,11 @@ def planned_device(cfg: TrialConfig, num_gpus: float) -> str:
     return "cuda" if num_gpus > 0 else "cpu"
 
 
-def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape) -> Optional[str]:
-    """Ray would leave such a request pending for ever, so say so before submitting."""
+def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape, device: str = "auto") -> Optional[str]:
+    """Ray would leave such a request pending for ever, so say so before submitting; a CUDA
+    trial given no GPU would start only to fail, so say that too."""
+    if device == "cuda" and num_gpus <= 0:
+        return "workload.device=cuda but the trial gets no GPU; give it resources.gpus=1 or workload.device=auto"
     if num_gpus > max(cluster.node_gpus, default=0.0):
         return f"asks for {num_gpus:g} GPU(s) but no node has more than {max(cluster.node_gpus, default=0.0):g}"
     if num_cpus > max(cluster.node_cpus, default=0.0):
@@ -169,7 +172,8 @@ def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clust
         spec = spec_for(root.workload)
         cfg = trial_config(root, spec.sections)
         cpus, gpus = request(cfg, spec.resources(cfg), cluster)
-        spec.validate(root, planned_device(cfg, gpus))
+        device = planned_device(cfg, gpus)
+        spec.validate(root, device)
         cid = cell_id(cfg, spec.name)
         if cid in seen:
             raise same_cell_error(seen[cid], overrides)
@@ -177,7 +181,7 @@ def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clust
         cells.append(Trial(
             index=index, trial_id=f"{cid}-0", overrides=list(overrides),
             swept=swept_values(root, keys), config=cfg, num_cpus=cpus, num_gpus=gpus,
-            infeasible=infeasible_reason(cpus, gpus, cluster), cell_id=cid, workload=spec.name,
+            infeasible=infeasible_reason(cpus, gpus, cluster, device), cell_id=cid, workload=spec.name,
         ))
     return cells
 

@@ -154,6 +154,14 @@ def victim_intact(ctx) -> None:
     assert sorted(p.name for p in (ctx.T / "victim").iterdir()) == ["notes.txt", "trials"]
 
 
+def not_started(ctx) -> None:
+    """Recorded as infeasible, with its reason, instead of started to fail."""
+    import json
+
+    records = [json.loads(p.read_text()) for p in ctx.R.glob("single/*/trials/*/trial.json")]
+    assert [r["status"] for r in records] == ["infeasible"], records
+
+
 def no_run_folder(ctx) -> None:
     assert not [p for p in ctx.R.glob("*/*") if p.is_dir() and p.name != "history"]
 
@@ -327,6 +335,8 @@ CASES = [
          "overnight.lock_file={T}/lock"), BAD, "overnight.sweeps"),
     Case("overnight-alerts-not-importable", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader]",
          "overnight.lock_file={T}/lock", "overnight.alerts=nosuch_mod:fn") + SMALL, BAD, "overnight.alerts"),
+    Case("cuda-without-a-gpu", "intro", (QUICK, "workload.device=cuda", "resources.gpus=0"), FAILED, lines=0,
+         check=not_started),
     # typed values: non-finite numbers, the Ray section
     Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
     Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
