@@ -28,6 +28,8 @@ from sweeper._zygote import STOP_GRACE_S, socket_address
 from sweeper.record import TrialRecord
 
 LOG_TAIL_LINES = 40
+LOG_HEAD_BYTES = 1 << 20  # of a trial's output (trial.log), the start and the end are kept: a workload that
+LOG_END_BYTES = 4 << 20   # prints for hours would otherwise fill the driver's memory and the results disk
 ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a loaded node
 
 
@@ -47,6 +49,23 @@ def scratch_root(spec: Dict[str, Any]) -> Optional[str]:
 
 def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+def kept_log(path: Path) -> bytes:
+    """A trial's output as the run keeps it: whole up to LOG_HEAD_BYTES + LOG_END_BYTES, else its
+    start and its end with a line between that says how much was left out."""
+    if not path.exists():
+        return b""
+    size = path.stat().st_size
+    with open(path, "rb") as log:
+        if size <= LOG_HEAD_BYTES + LOG_END_BYTES:
+            return log.read()
+        head = log.read(LOG_HEAD_BYTES)
+        log.seek(size - LOG_END_BYTES)
+        end = log.read()
+    cut = size - len(head) - len(end)
+    return (head + f"\n[sweeper: {cut} bytes of this trial's output left out here; its first {len(head)} and last "
+            f"{len(end)} bytes are kept]\n".encode() + end)
 
 
 class _LineReader:
@@ -185,7 +204,8 @@ def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], statu
     from sweeper.trial import LOG_FILE, RECORD_FILE     # here: the trial's module imports numpy and the probe
 
     record_path = scratch / RECORD_FILE
-    log = (scratch / LOG_FILE).read_text(errors="replace") if (scratch / LOG_FILE).exists() else ""
+    log_bytes = kept_log(scratch / LOG_FILE)
+    log = log_bytes.decode(errors="replace")
     if status == "ok" and record_path.exists():
         record = TrialRecord.from_dict(json.loads(record_path.read_text()))
     else:
@@ -194,7 +214,7 @@ def collect(spec: Dict[str, Any], scratch: Path, exit_code: Optional[int], statu
                                       error_type=error_type, error_message=message)
     if record.status != "ok":
         record.log_tail = log_tail(log)
-    files = {p.name: p.read_bytes() for p in scratch.iterdir()
+    files = {p.name: log_bytes if p.name == LOG_FILE else p.read_bytes() for p in scratch.iterdir()
              if p.is_file() and p.name not in ("spec.pkl", RECORD_FILE) and not p.name.startswith(".")}
     return Outcome(record=record, files=files)
 

@@ -41,6 +41,31 @@ def test_ok_trial_runs_in_its_own_process_and_returns_its_files(host):
     assert set(outcome.files) >= {"steps.parquet", "trial.log"}
 
 
+def test_a_trial_that_prints_for_hours_keeps_the_start_and_the_end_of_its_output(tmp_path):
+    """Its whole output used to be read into memory, shipped to the driver and written out."""
+    from sweeper.isolation import LOG_END_BYTES, LOG_HEAD_BYTES, kept_log
+
+    log = tmp_path / "trial.log"
+    start, end = b"s" * LOG_HEAD_BYTES, b"e" * LOG_END_BYTES
+    log.write_bytes(start + b"m" * 3000 + end)
+    kept = kept_log(log)
+    assert kept.startswith(start) and kept.endswith(end) and b"m" not in kept
+    assert b"[sweeper: 3000 bytes of this trial's output left out here" in kept
+    log.write_bytes(b"short\n")
+    assert kept_log(log) == b"short\n" and kept_log(tmp_path / "none.log") == b""
+
+
+@pytest.mark.slow
+def test_a_chatty_trial_ships_and_keeps_a_bounded_log(host):
+    from sweeper.isolation import LOG_END_BYTES, LOG_HEAD_BYTES
+
+    outcome = host.run(spec_for("tests.workloads_for_tests:chatty", mb=12), 60, {})
+    assert outcome.record.status == "ok", outcome.record
+    log = outcome.files["trial.log"]
+    assert len(log) < LOG_HEAD_BYTES + LOG_END_BYTES + 200 and log.endswith(b"the last line\n")
+    assert b"bytes of this trial's output left out here" in log
+
+
 @pytest.mark.slow
 def test_each_trial_gets_a_fresh_process(host):
     pids = {host.run(spec_for("tests.workloads_for_tests:quick"), 60, {}).record.pid for _ in range(3)}

@@ -1,6 +1,7 @@
 """Small user-style workloads for tests: `run(cfg, probe)` functions named by import path."""
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -177,3 +178,13 @@ def shifted(cfg, probe):
         with probe.step(items=1):
             time.sleep(params.get("sleep_s", 0.01) * slower * rng.lognormvariate(0.0, params.get("jitter", 0.03)))
     return {}
+
+
+def chatty(cfg, probe):
+    """Prints params.mb megabytes of output (a workload that logs every step for hours), then `quick`."""
+    line = "x" * 99 + "\n"
+    for _ in range(int(cfg.workload.params.get("mb", 8)) * 10_000):
+        sys.stdout.write(line)
+    sys.stdout.write("the last line\n")
+    sys.stdout.flush()
+    return quick(cfg, probe)
