@@ -261,6 +261,8 @@ CASES = [
          "workload.target"),
     Case("target-missing-module", "intro", ("workload.target=nosuch_module_xyz:run",), BAD, "workload.target"),
     # 9d. results_dir that cannot hold results
+    Case("results-dir-empty", "9d", (QUICK, "results_dir="), BAD, "results_dir"),
+    Case("cache-dir-empty", "9d", SMALL + ("data.cache_dir=",), BAD, "data.cache_dir"),
     Case("results-dir-a-file", "9d", (QUICK, "results_dir={T}/afile"), BAD, "results_dir", setup=with_file("afile")),
     Case("results-dir-a-file-dry-run", "9d", (QUICK, "results_dir={T}/afile", "dry_run=true"), BAD, "results_dir",
          setup=with_file("afile")),

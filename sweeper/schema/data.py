@@ -77,6 +77,9 @@ class DataConfig:
     dali: DaliConfig = field(default_factory=DaliConfig)
 
     def check(self) -> None:
+        _require(bool(str(self.cache_dir).strip()), "data.cache_dir",
+                 "is empty (SWEEPER_CACHE set but empty?), so shards would land in the current folder; give a "
+                 "folder, or unset SWEEPER_CACHE for ~/.cache/sweeper/shards")
         _require(self.kind in DATA_KINDS, "data.kind", f"must be one of {DATA_KINDS}, got {self.kind!r}")
         _require(self.loader in LOADERS, "data.loader", f"must be one of {LOADERS}, got {self.loader!r}")
         self.images.check()

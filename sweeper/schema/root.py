@@ -75,6 +75,9 @@ class RootConfig(TrialConfig):
         self.sweep.check()
         if self.run_id != "???":          # unset until Hydra resolves it (${now:...})
             _require_name("run_id", self.run_id)
+        _require(bool(str(self.results_dir).strip()), "results_dir",
+                 "is empty (an unset variable?), so runs would land in the current folder; give a folder, "
+                 "e.g. results_dir=results (results_dir=. for the current one)")
         check_repeats(self.repeats)
         _require(self.order in ORDERS, "order", f"must be one of {ORDERS}, got {self.order!r}")
         _require(self.executor in EXECUTORS, "executor", f"must be one of {EXECUTORS}, got {self.executor!r}")
