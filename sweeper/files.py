@@ -27,6 +27,11 @@ def write_with(path: Path, write: Callable[[Path], Any]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is not None and Path(exc.filename) == tmp:    # the user named `path`, not our temporary
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

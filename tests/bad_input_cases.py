@@ -289,6 +289,8 @@ CASES = [
     Case("compare-missing-run", "9g", ("{T}/nope", "{T}/nope2"), BAD, "nope", command="compare"),
     Case("compare-bad-ratio", "9g", ("{RUN}", "{RUN}", "--max-ratio", "0"), BAD, "--max-ratio", command="compare",
          setup=with_run),
+    Case("compare-json-a-folder", "9g", ("{RUN}", "{RUN}", "--json", "{T}"), BAD, "{T}", command="compare",
+         setup=with_run),
     Case("history-list-damaged-partition", "9g", ("--store", "{HIST}", "list"), OK, "broken-0.parquet",
          command="history", setup=history_with("garbage")),
     Case("history-trend-damaged-partition", "9g", ("--store", "{HIST}", "trend"), OK, "broken-0.parquet",
