@@ -44,7 +44,8 @@ def sweeper_cli(tmp_path):
 def in_a_mount_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """`sh -c script` in a mount namespace of its own: a small tmpfs mounted there (a disk that
     fills up) vanishes with it."""
-    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)
 

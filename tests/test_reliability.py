@@ -239,7 +239,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
 # -- paths, concurrency, leftovers, signals (issue: safe to leave running unattended) ----------
 def sweeper_env(tmp_path, **extra):
     return {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(ROOT), **extra}
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
 def test_four_sweeps_started_at_once_keep_their_own_run_folder_trials_and_figures(tmp_path):
