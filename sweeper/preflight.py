@@ -30,7 +30,9 @@ def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape
 
 
 def folder_problem(path: Path) -> Optional[str]:
-    """Why `path` cannot be (or become) a folder this user writes, or None. Creates nothing."""
+    """Why `path` cannot be (or become) a folder this user writes, or None. Leaves nothing: the
+    nearest existing folder gets a probe folder, removed at once, since permissions do not say
+    it for root or a read-only mount (/proc)."""
     if path.exists() and not path.is_dir():
         return f"{path} is a file, not a folder"
     existing = path
@@ -40,19 +42,23 @@ def folder_problem(path: Path) -> Optional[str]:
         return f"{existing} (above {path}) is a file, not a folder"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} cannot be written by this user"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".sweeper-probe-", dir=existing))
+    except OSError as exc:
+        return f"cannot create a folder in {existing} ({exc.strerror})"
     return None
 
 
 def check_history_dir(root: RootConfig) -> None:
-    """A history.dir the user gave can take this run's rows: found now, not after the last
-    trial, when the run's history could only be lost. (The default store lies inside
-    results_dir, which the run folder's own check covers.)"""
-    if not root.history.enabled or not root.history.dir:
-        return
-    problem = folder_problem(Path(root.history.dir).expanduser())
-    if problem:
-        raise ConfigError(f"history.dir: {problem}; set history.dir= to a folder you can write, "
-                          f"or history.enabled=false")
+    """A history.dir or wandb.dir the user gave can take what the run writes there: found now,
+    not after the trials, when the run's history or W&B runs could only be lost. (Their
+    defaults lie inside results_dir, which the run folder's own check covers.)"""
+    for key, enabled, folder in (("history", root.history.enabled, root.history.dir),
+                                 ("wandb", root.wandb.enabled and root.wandb.mode != "disabled", root.wandb.dir)):
+        problem = folder_problem(Path(folder).expanduser()) if enabled and folder else None
+        if problem:
+            raise ConfigError(f"{key}.dir: {problem}; set {key}.dir= to a folder you can write, "
+                              f"or {key}.enabled=false")
 
 
 MIN_TEMP_FREE = 64 * 2 ** 20     # bytes: a local Ray's session (its logs, sockets) and the trials' scratch

@@ -10,10 +10,8 @@ trial folders that results.write_trial names as its own (.staging-*, .old-*).
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -54,23 +52,9 @@ def check_results_dir(root: RootConfig) -> None:
     from sweeper.preflight import folder_problem
 
     results = results_root(root)
-    problem = folder_problem(results) or _cannot_create_in(_nearest_existing(results))
+    problem = folder_problem(results)
     if problem:
         raise ConfigError(f"results_dir: {problem}; set results_dir= to a folder you can write")
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _cannot_create_in(folder: Path) -> Optional[str]:
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".sweeper-probe-", dir=folder))
-    except OSError as exc:
-        return f"cannot create a folder in {folder} ({exc.strerror})"
-    return None
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,8 @@ CASES = [
     # 16. accepted without a word before
     Case("absurd-num-workers", "16a", SMALL + ("data.num_workers=100000", "dry_run=true"), BAD, "data.num_workers"),
     Case("unknown-workload-param", "16b", ("+workload.params.bogus=1",), BAD, "workload.params.bogus"),
+    Case("wandb-dir-unwritable", "16c", (QUICK, "wandb.enabled=true", "wandb.dir=/proc/sweeper-wandb"), BAD, "wandb.dir"),
+    Case("wandb-project-with-slash", "16c", (QUICK, "wandb.enabled=true", "wandb.project=a/b"), BAD, "wandb.project"),
     Case("history-dir-a-file", "16c", (QUICK, "history.dir={T}/afile"), BAD, "history.dir", setup=with_file("afile")),
     Case("history-dir-under-a-file", "16c", (QUICK, "history.dir={T}/afile/h"), BAD, "history.dir",
          setup=with_file("afile")),

@@ -77,6 +77,10 @@ class CostConfig:
         return bool(self.gpu_hour_usd) or self.cpu_hour_usd is not None
 
 
+WANDB_NOT_IN_PROJECT = "/\\#?%:"          # W&B's own rule for a project name (wandb.sdk.wandb_settings),
+WANDB_PROJECT_MAX = 128                  # which it applies only at wandb.init, in each trial
+
+
 @dataclass
 class WandbConfig:
     # One W&B run per trial plus a summary run. Offline by default: no account, no network;
@@ -92,6 +96,11 @@ class WandbConfig:
     def check(self) -> None:
         _require(self.mode in WANDB_MODES, "wandb.mode", f"must be one of {WANDB_MODES}, got {self.mode!r}")
         _require(bool(self.project), "wandb.project", "must not be empty")
+        _require(len(str(self.project)) <= WANDB_PROJECT_MAX, "wandb.project",
+                 f"is {len(str(self.project))} characters long, more than W&B takes ({WANDB_PROJECT_MAX})")
+        _require(not any(c in str(self.project) for c in WANDB_NOT_IN_PROJECT), "wandb.project",
+                 f"W&B refuses a project name with any of {WANDB_NOT_IN_PROJECT}, got {self.project!r}; "
+                 f"give a plain name such as sweeper (the entity goes in wandb.entity)")
 
 
 @dataclass
