@@ -26,6 +26,17 @@ def test_bad_values_name_their_key(values, message):
     assert str(err.value).startswith(message)
 
 
+@pytest.mark.parametrize("values, message", [
+    ({"resources": {"memory_limit_gb": float("inf")}}, "resources.memory_limit_gb: must be a finite number, got inf"),
+    ({"overnight": {"deadline": float("nan")}}, "overnight.deadline: must be a finite number, got nan"),
+    ({"cost": {"gpu_hour_usd": {"H200": float("inf")}}}, "cost.gpu_hour_usd.H200: must be a positive price"),
+])
+def test_numbers_must_be_finite(values, message):
+    with pytest.raises(ConfigError) as err:
+        root_config_from_dict(values)
+    assert str(err.value).startswith(message)
+
+
 def test_root_checks_repeats_and_ignores_hydra():
     with pytest.raises(ConfigError, match="^repeats: must be 1 or more"):
         root_config_from_dict({"repeats": 0, "hydra": {"anything": 1}})

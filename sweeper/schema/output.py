@@ -1,6 +1,7 @@
 """How results are judged and where they go: analysis.*, cost.*, wandb.*, mlflow.*, report.*, history.*."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -67,7 +68,7 @@ class CostConfig:
 
     def check(self) -> None:
         for model, price in (self.gpu_hour_usd or {}).items():
-            _require(isinstance(price, (int, float)) and price > 0, f"cost.gpu_hour_usd.{model}",
+            _require(isinstance(price, (int, float)) and 0 < price < math.inf, f"cost.gpu_hour_usd.{model}",
                      f"must be a positive price in USD per GPU-hour, got {price!r}")
         _require(self.cpu_hour_usd is None or self.cpu_hour_usd > 0, "cost.cpu_hour_usd",
                  f"must be a positive price in USD per CPU-hour, or null, got {self.cpu_hour_usd}")
