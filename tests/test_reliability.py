@@ -424,3 +424,35 @@ def test_a_temp_folder_without_room_is_one_line_before_ray_starts(how, tmp_path)
                                           "scratch folders, a local Ray's session): free space, or point TMPDIR "
                                           "(RAY_TMPDIR for Ray alone) at another disk"]
     assert time.monotonic() - started < 20 and not (tmp_path / "results").exists()
+
+
+def test_a_local_ray_is_the_sweeps_own_beside_a_cluster_started_on_this_machine(tmp_path):
+    """`ray start --head` on this machine leaves its address where a bare ray.init() looks, which
+    then joined that cluster (and refused the sweep's own settings: a traceback). The sweep starts
+    a Ray of its own, and the user's cluster is left running."""
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")   # short: Ray's socket paths must fit in 107 bytes
+    env = {**sweeper_env(tmp_path), "RAY_TMPDIR": temp, "RAY_ADDRESS": ""}
+    head = subprocess.Popen([ray_bin, "start", "--head", "--block", f"--port={free_port()}", "--num-cpus=1",
+                             "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(Path(temp).rglob("ray_current_cluster")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(Path(temp).rglob("ray_current_cluster")), "the cluster did not come up"
+        result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                                 f"workload.target={T}:quick", "workload.seed=0,1", "wandb.enabled=false",
+                                 "history.enabled=false", "report.enabled=false"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "on a local Ray (1 node(s), 2 CPUs" in result.stdout or "on a local Ray" in result.stdout
+        assert head.poll() is None and psutil.Process(head.pid).children(recursive=True), "the user's cluster ended"
+    finally:
+        if head.poll() is None:
+            os.killpg(head.pid, signal.SIGTERM)
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)

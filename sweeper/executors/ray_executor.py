@@ -175,7 +175,7 @@ class RayExecutor(Executor):
         _own_token()
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
         with _lean_local_start(one_worker=not self.cfg.runtime_env) as prestart:   # a job's runtime_env: not that worker
-            ray.init(num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,
+            ray.init(address="local", num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,   # ours, not a cluster found here
                      _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
                      **kwargs)
         return True

@@ -77,7 +77,8 @@ class OvernightConfig:
 
 @dataclass
 class RayConfig:
-    address: Optional[str] = None        # None: start a local Ray; "auto" or "host:port": attach
+    address: Optional[str] = None        # None: start a local Ray of the sweep's own (even beside a
+                                         # `ray start` cluster on this machine); "auto" or "host:port": attach
     num_cpus: Optional[int] = None       # for a local Ray only
     num_gpus: Optional[int] = None       # for a local Ray only
     node_ip_address: Optional[str] = None  # this host's address as the cluster knows it (multi-homed hosts)
