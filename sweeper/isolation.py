@@ -31,6 +31,8 @@ LOG_TAIL_LINES = 40
 LOG_HEAD_BYTES = 1 << 20  # of a trial's output (trial.log), the start and the end are kept: a workload that
 LOG_END_BYTES = 4 << 20   # prints for hours would otherwise fill the driver's memory and the results disk
 ZYGOTE_START_S = 300      # a zygote's imports: seconds usually, minutes on a loaded node
+ZYGOTE_LOST = ("the trial zygote exited while this trial ran, and took it down (killed from outside: the kernel's "
+               "OOM killer picks large processes, and a zygote holds torch); the trials after it start from a new one")
 
 
 @dataclass
@@ -113,10 +115,22 @@ class TrialHost:
         self.proc = None
 
 
+    def _connect(self) -> socket.socket:
+        """A connection to the zygote; where the node's shared one no longer listens (killed from
+        outside), to one of this worker's own from then on, so the trials after it still run."""
+        try:
+            return connect_zygote(self.socket_path, wait_s=10.0 if self.owns_zygote else 1.0)   # its socket was there
+        except (ConnectionRefusedError, FileNotFoundError):
+            if self.owns_zygote:
+                raise
+            self.owns_zygote = True
+            self._ensure_zygote()
+            return connect_zygote(self.socket_path)
+
     def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
         scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
-        conn = connect_zygote(self.socket_path)
+        conn = self._connect()
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
             conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
@@ -129,6 +143,9 @@ class TrialHost:
             status = "ok"
             try:
                 ended = reader.read(timeout_s=timeout_s)
+            except EOFError:                   # the zygote died: its keeper ended the trial (its death signal)
+                _kill_group(pid)
+                return _lost_with_zygote(spec, scratch, pid)
             except BaseException:              # cancelled (Ctrl-C, ray.cancel): take the trial down too
                 try:
                     _stop_trial(pid, reader)
@@ -146,9 +163,19 @@ class TrialHost:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def connect_zygote(socket_path: str) -> socket.socket:
+def _lost_with_zygote(spec: Dict[str, Any], scratch: Path, pid: int) -> Outcome:
+    """The row of a trial whose zygote died under it, with what it printed."""
+    from sweeper.trial import LOG_FILE
+
+    log = kept_log(scratch / LOG_FILE)
+    record = TrialRecord.for_spec(spec, status="failed", error_type="TrialKilled", error_message=ZYGOTE_LOST, pid=pid,
+                                  log_tail=log_tail(log.decode(errors="replace")))
+    return Outcome(record, {LOG_FILE: log} if log else {})
+
+
+def connect_zygote(socket_path: str, wait_s: float = 10.0) -> socket.socket:
     """The zygote binds its socket within milliseconds of starting; wait that long at most."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + wait_s
     while True:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

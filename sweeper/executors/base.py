@@ -1,6 +1,7 @@
 """The interface every executor gives the driver (sweeper/executors/__init__.py lists them)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from sweeper.isolation import Outcome
@@ -8,9 +9,11 @@ from sweeper.plan import ClusterShape, Trial
 
 
 class TrialLost(Exception):
-    """The executor lost a trial (its worker or node died): still a row, maybe retried."""
+    """The executor lost a trial (its worker or node died): still a row, maybe retried. Its
+    message loses the terminal colours Ray's errors carry: they would land in the row and table."""
 
     def __init__(self, error_type: str, message: str):
+        message = re.sub(r"\x1b\[[0-9;]*m", "", message)
         super().__init__(message)
         self.error_type, self.message = error_type, message
 
