@@ -80,10 +80,28 @@ def sweep(args: List[str]) -> int:
     exitcodes.reset()
     if run_mode.asked_for_run_mode(args):
         raise SystemExit(f"error: {run_mode.RUN_MODE}")
+    check_flags(args)
     register_configs()
     with cli.argv_as(run_mode.multirun_argv(args)), cli.hydra_raises():
         _hydra_main()
     return exitcodes.code()
+
+
+def check_flags(args: List[str]) -> None:
+    """Hydra's own parser, read first: over an unknown flag, or an override after -m, it prints
+    its whole usage and then the error; here that error is one line."""
+    from hydra._internal.utils import get_args_parser
+
+    if "--version" in args:            # an action that prints and exits by itself
+        return
+    parser = get_args_parser()
+
+    def one_line(message: str):
+        placed = "; flags (-m, --cfg job, ...) go before the key=value overrides" if "unrecognized" in message else ""
+        raise SystemExit(f"error: {message}{placed}; see python -m sweeper --help")
+
+    parser.error = one_line
+    parser.parse_args(args)
 
 
 def exit_with(code: int) -> None:

@@ -236,6 +236,8 @@ CASES = [
          "hydra.mode", secret="SECRET-run-5512"),        # Hydra's RUN mode wrote a folder with it, then was refused
     Case("another-hydra-sweeper", "4b, 8", (QUICK, "hydra/sweeper=basic", "+workload.params.api_token=SECRET-swp-2208"),
          BAD, "hydra/sweeper", secret="SECRET-swp-2208"),  # BasicSweeper wrote multirun.yaml with it, then ran
+    Case("unknown-flag", "8", ("--bogus",), BAD, "--bogus"),
+    Case("multirun-flag-after-overrides", "8", (QUICK, "-m", "data.batch_size=2,4"), BAD, "data.batch_size=2,4"),
     Case("grid-and-unknown-key", "8", ("data.num_workers=0,2", "data.nope=1"), BAD, "data.nope"),   # not "Ambiguous value"
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
     Case("unknown-data-kind", "8", ("data.kind=video",), BAD, "data.kind"),
@@ -343,11 +345,9 @@ CASES = [
          "overnight.lock_file={T}/lock", "overnight.alerts=nosuch_mod:fn") + SMALL, BAD, "overnight.alerts"),
     Case("cuda-without-a-gpu", "intro", (QUICK, "workload.device=cuda", "resources.gpus=0"), FAILED, lines=0,
          check=not_started),
-    # typed values: non-finite numbers, the Ray section
     Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
     Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
-    Case("absurd-world-size", "16a", ("workload=train_step", "train.world_size=100000", "dry_run=true"), BAD,
-         "train.world_size"),
+    Case("absurd-world-size", "16a", ("workload=train_step", "train.world_size=100000", "dry_run=true"), BAD, "train.world_size"),
     Case("ray-cpus-negative", "intro", (QUICK, "executor=ray", "ray.num_cpus=-1"), BAD, "ray.num_cpus"),
 ]
 
