@@ -41,10 +41,31 @@ def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finish
     except SweeperError as exc:
         say(f"error: {exc}")
         return exc.code
+    except BrokenPipeError as exc:
+        return reader_gone() if stdout_gone() else fault(exc)
     except Exception as exc:   # a user's file or config, or a bug: decided by its type
         if during_interrupt(exc):
             return interrupts.interrupted(interrupted)
         return fault(exc)
+
+
+def stdout_gone() -> bool:
+    """Whether the reader of stdout went away (`... | head`): Linux flags such a pipe POLLERR."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def reader_gone() -> int:
+    """The output was cut short by its reader, not by a bug: no traceback, and stdout goes to
+    /dev/null so that the interpreter's last flush does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return exitcodes.PIPE_CLOSED
 
 
 def during_interrupt(exc: BaseException) -> bool:

@@ -280,3 +280,18 @@ def test_an_error_after_a_swallowed_stop_is_the_stop(capsys):
 
     assert cli.run(entry) == 130
     assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
+
+
+def test_output_whose_reader_went_away_is_not_a_bug(monkeypatch, capsys):
+    """`python -m sweeper ... | head`: the reader closes the pipe; the command stops without a
+    traceback and exits as a process SIGPIPE ends (141), not 70."""
+    from sweeper import cli, exitcodes
+
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        code = cli.run(lambda: print("a plan line", flush=True))
+        monkeypatch.undo()
+    assert code == exitcodes.PIPE_CLOSED == 141
+    assert capsys.readouterr().err == ""
