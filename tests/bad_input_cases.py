@@ -8,6 +8,7 @@ on disk; `python -m tests.bad_input_cases` prints the table docs/reliability.md 
 """
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,8 +157,6 @@ def victim_intact(ctx) -> None:
 
 def not_started(ctx) -> None:
     """Recorded as infeasible, with its reason, instead of started to fail."""
-    import json
-
     records = [json.loads(p.read_text()) for p in ctx.R.glob("single/*/trials/*/trial.json")]
     assert [r["status"] for r in records] == ["infeasible"], records
 
@@ -240,6 +239,8 @@ CASES = [
     Case("multirun-flag-after-overrides", "8", (QUICK, "-m", "data.batch_size=2,4"), BAD, "data.batch_size=2,4"),
     Case("grid-and-unknown-key", "8", ("data.num_workers=0,2", "data.nope=1"), BAD, "data.nope"),   # not "Ambiguous value"
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
+    Case("dali-mixed-without-a-gpu", "intro", ("data.loader=dali", "data.kind=images", "data.dali.decoder=mixed",
+         "resources.gpus=0", "dry_run=true"), BAD, "data.dali.decoder"),
     Case("unknown-data-kind", "8", ("data.kind=video",), BAD, "data.kind"),
     Case("unknown-metric", "8", ("analysis.metric=p99",), BAD, "analysis.metric"),
     Case("prefetch-without-workers", "intro", ("data.num_workers=0", "data.prefetch_factor=2"), BAD,
@@ -392,7 +393,6 @@ SLOW_CASES = [
 
 
 if __name__ == "__main__":
-    import json
     import sys
 
     # python -m tests.bad_input_cases [LINES.json]: LINES.json from SWEEPER_FAULT_LINES=LINES.json pytest ...

@@ -80,9 +80,17 @@ def check_loader(cfg) -> None:
     check_dali_installed(cfg)
 
 
+def check_loader_device(cfg, device: str) -> None:
+    """DALI's mixed JPEG decoding for a trial the plan gives no GPU: refused now, not in each trial."""
+    data = cfg.data
+    if (data.loader, data.kind, data.dali.decoder) == ("dali", "images", "mixed") and device != "cuda":
+        raise ConfigError("data.dali.decoder=mixed: decodes on the GPU, and these trials get none; use "
+                          "data.dali.decoder=cpu, or give them a GPU (resources.gpus=1 on a machine with one)")
+
+
 DATALOADER = WorkloadSpec(
     name="dataloader", target="workloads.dataloader:run", sections=("data",), params=NoParams, check=check_loader,
-    resources=loader_wants,
+    check_device=check_loader_device, resources=loader_wants,
     # never DALI here: it may start CUDA, and the zygote forks every trial
     preload=_COMMON_PRELOAD + ("PIL.Image", "workloads.dataloader"), shrink=halve_loader_batch, items_label="samples",
     headline=(("time_to_first_batch_s", "first batch s", 1.0, 3),), memory="host_mem_gb")
