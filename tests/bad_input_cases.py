@@ -285,6 +285,7 @@ CASES = [
          setup=run_with(files.truncated_json, "trials/*/trial.json")),
     Case("report-not-a-run", "9g", ("{T}",), BAD, "{T}", command="report"),
     Case("report-bad-metric", "9g", ("{T}", "--metric", "p99"), BAD, "--metric", command="report"),
+    Case("report-baseline-matches-nothing", "9g", RUN + ("--baseline", "data.batch_size=7"), BAD, "--baseline", command="report", setup=with_run),
     Case("compare-damaged-trial-json", "9g", ("{RUN}", "{RUN}"), BAD, "trial.json", command="compare",
          setup=run_with(files.truncated_json, "trials/*/trial.json")),
     Case("compare-damaged-steps", "9g", ("{RUN}", "{RUN}"), BAD, "steps.parquet", command="compare",

@@ -40,6 +40,9 @@ def command(argv: Optional[List[str]]) -> int:
         cfg = dataclasses.replace(cfg, **changes)
         cfg.check()
         data, analysis = analyze_run(run, cfg)
+        if args.baseline and any(s.baseline_id is None and not s.alone for s in analysis.strata):
+            raise SweeperError(f"--baseline {args.baseline!r}: matches no cell of {run}, so the report would have "
+                               f"no verdicts (nothing was rewritten); give key=value pairs of one of its cells")
         write_cells(run, analysis)
         html_path, md_path = write_report(run, data, analysis)
     except SweeperError as exc:
