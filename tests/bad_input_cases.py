@@ -315,10 +315,10 @@ CASES = [
          setup=with_run),
     Case("prometheus-port-in-use", "9g", ("{RUN}", "--port", "{PORT}"), BAD, "--port", command="prometheus",
          setup=port_taken),
+    Case("prometheus-host-unknown", "9g", ("{RUN}", "--host", "nosuch.invalid"), BAD, "--host", command="prometheus", setup=with_run),
     Case("prometheus-no-run", "9g", ("{T}",), BAD, "{T}", command="prometheus"),
     Case("prometheus-no-history-store", "9g", ("{RUN}", "--history", "{T}/nohist"), BAD, "--history",
          command="prometheus", setup=with_run),
-    # publish
     Case("publish-without-key", "intro", RUN, NOT_PUBLISHED, "{RUN}", command="publish", setup=with_report_spec),
     Case("publish-not-a-run", "intro", ("{T}",), BAD, "{T}", command="publish"),
     # 9h and 14. an interrupt at every phase: 130 and one line

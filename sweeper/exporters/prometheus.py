@@ -27,6 +27,7 @@ With --history DIR (a history store, docs/history.md), per cell series, its late
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import math
 import sys
@@ -216,8 +217,11 @@ def bind(path: Path, args: argparse.Namespace):
     try:
         return serve(path, args.port, args.host, args.history)[0]
     except OSError as exc:
-        raise SweeperError(f"--port {args.port}: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
-                           "choose a free port with --port") from None
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):      # the port: taken, or below 1024
+            flag, fix = f"--port {args.port}", "choose a free port with --port"
+        else:                                                  # the host: unknown, or not this machine's
+            flag, fix = f"--host {args.host}", "give an address of this machine with --host (0.0.0.0: all of them)"
+        raise SweeperError(f"{flag}: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); {fix}") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
