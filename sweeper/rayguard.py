@@ -6,6 +6,7 @@ session's processes when the driver dies. This module imports no Ray.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,19 @@ from typing import Dict, List, Optional, Sequence
 import psutil
 
 from sweeper.containment import kill_procs, running
+
+def drop_session(session_dir: str) -> None:
+    """Removes the folder of a local Ray session whose processes have ended, and Ray's
+    `session_latest` link where it names that folder: Ray keeps every session's folder (its
+    logs and sockets, 0.2-2 MB), so a machine that runs sweeps every night would collect them."""
+    import shutil
+
+    shutil.rmtree(session_dir, ignore_errors=True)
+    latest = os.path.join(os.path.dirname(session_dir), "session_latest")
+    with contextlib.suppress(OSError):
+        if os.path.realpath(latest) == os.path.realpath(session_dir):
+            os.unlink(latest)
+
 
 class RayGuard:
     """The watchdog of one local Ray session; `close()` after a normal `ray.shutdown()`."""

@@ -288,6 +288,13 @@ def leftovers(tmp: Path):
     return sorted(found.values(), key=lambda p: p.pid)
 
 
+def _title(proc) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def names(procs):
     out = []
     for proc in procs:
@@ -328,9 +335,33 @@ def test_a_one_trial_ray_sweep_leaves_no_process_of_its_own_when_it_returns(tmp_
     driver_imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
                        if line.startswith("import time:")}
     assert {"ray", "pandas"} <= driver_imported and "torch" not in driver_imported
-    assert list((tmp / "ray").glob("session_2*")), "the sweep did not run on a local Ray under TMPDIR"
+    assert "on a local Ray" in result.stdout and (tmp / "ray").is_dir(), "the sweep ran on no local Ray under TMPDIR"
+    assert [p.name for p in (tmp / "ray").glob("session_*")] == []    # its folder and Ray's link to it: gone
     assert names(left) == []
     assert_phases_in_order(timeline.read(str(marks)), result)
+
+
+@pytest.mark.slow
+def test_a_local_ray_that_lost_a_trial_keeps_its_session_folder_for_its_logs(tmp_path, ray_tmp):
+    """A sweep's local Ray is removed with its session folder at the end, unless Ray lost a trial
+    (the worker running it killed here): then its logs are what says why."""
+    tmp, started = ray_tmp, tmp_path / "started"
+    args = [f"workload.target={T}:quick_announced", f"+workload.params.started_dir={started}",
+            "+workload.params.sleep_s=1", "workload.steps=20", *TINY[2:]]
+    driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
+                              cwd=ROOT, env=sweep_env(tmp_path, tmp), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(started.glob("*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    raylet = [p for p in leftovers(tmp) if "raylet/raylet" in _title(p)]          # this sweep's Ray
+    worker = [p for r in raylet for p in r.children() if _title(p).startswith("ray::trial-")]   # runs its trial
+    assert len(worker) == 1, names(leftovers(tmp))
+    worker[0].kill()
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 1 and "[1/1] failed" in out, out[-2000:] + err[-2000:]
+    assert list((tmp / "ray").glob("session_2*/logs/raylet.out")), "the session of a Ray that lost a trial went"
+    assert names(leftovers(tmp)) == []
 
 
 DRIVER_PHASES = ("main", "first_job_composed", "ray_ready", "executor_started", "outcome", "trials_done",

@@ -20,13 +20,13 @@ import os
 import secrets
 import shutil
 import tempfile
-import threading
-import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, TrialLost
+from sweeper.executors.starter import Starter
+from sweeper.rayguard import drop_session
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.timeline import mark
@@ -116,8 +116,10 @@ class RayExecutor(Executor):
         self.started_ray = False
         self.zygote: Optional[NodeZygote] = None
         self.guard = None
+        self.session: Optional[str] = None    # a local Ray's session folder (its logs), removed at the end
+        self.lost = False                      # unless Ray lost a trial: then its logs say why
         self.remote = None
-        self.starter: Optional[_Starter] = None
+        self.starter: Optional[Starter] = None
 
     # -- the cluster ------------------------------------------------------------------
     def begin(self) -> None:
@@ -132,7 +134,7 @@ class RayExecutor(Executor):
         # "Exception ignored ... RuntimeError: release unlocked lock" on the user's stderr.
         import concurrent.futures.thread  # noqa: F401
 
-        self.starter = _Starter(self._connect_and_guard)
+        self.starter = Starter(self._connect_and_guard)
 
     def add_preload(self, modules: Sequence[str]) -> None:
         """The workloads' modules, known once the jobs are composed, for a zygote begun before."""
@@ -153,7 +155,8 @@ class RayExecutor(Executor):
         if self.started_ray:
             from sweeper.rayguard import guard_local_ray
 
-            self.guard = guard_local_ray(ray_session_dir())   # Ray's processes end with this driver, even on SIGKILL
+            self.session = ray_session_dir()
+            self.guard = guard_local_ray(self.session)        # Ray's processes end with this driver, even on SIGKILL
 
     def _connect(self) -> bool:
         """Starts a local Ray (returns True) or attaches to `ray.address`."""
@@ -225,6 +228,7 @@ class RayExecutor(Executor):
         try:
             return ray.get(handle, timeout=30)
         except (ray.exceptions.RayError, TimeoutError) as exc:   # the worker or its node died
+            self.lost = True
             raise TrialLost(type(exc).__name__, str(exc)[-2000:]) from None
 
     def cancel(self, handles: Sequence[Any]) -> None:
@@ -250,6 +254,8 @@ class RayExecutor(Executor):
                 _end_processes(*ending)
             if self.guard is not None:
                 self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
+            if ending is not None and self.session and not self.lost:
+                drop_session(self.session)               # Ray keeps every session's folder under /tmp/ray
         finally:
             if self.zygote is not None:
                 self.zygote.close()
@@ -342,56 +348,3 @@ def _end_processes(tree, popens) -> None:
     end_processes(tree)
     for proc in popens:
         proc.poll()                              # reaped through their Popen, which waits for them
-
-
-class _Starter:
-    """Runs `connect` in a thread of its own that stays until `release`: Linux ends Ray's
-    processes when the thread that started them ends."""
-
-    def __init__(self, connect) -> None:
-        self.connect, self.error = connect, None
-        self.done, self.released = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self._run, name="ray-start", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            _quiet_thread_warning()
-            self.connect()
-        except BaseException as exc:             # handed to the caller of `wait`
-            self.error = exc
-        finally:
-            self.done.set()
-        self.released.wait()
-
-    def wait(self, timeout_s: Optional[float] = None) -> bool:
-        """Until Ray is up (True) or `timeout_s` has passed (False); raises what its start raised."""
-        if not self.finished(timeout_s):
-            return False
-        if self.error is not None:
-            raise self.error
-        return True
-
-    def finished(self, timeout_s: Optional[float] = None) -> bool:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self.done.wait(0.5):   # timed: Ctrl-C and SIGTERM still reach this thread
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-        return True
-
-    def release(self) -> None:
-        self.released.set()
-
-
-class _NotFromThisThread(logging.Filter):
-    """Ray warns that it set no SIGTERM handler outside the main thread: the driver has its own
-    (sweeper/interrupts.py)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("SIGTERM handler is not set")
-
-
-def _quiet_thread_warning() -> None:
-    logger = logging.getLogger("ray._private.worker")
-    if not any(isinstance(f, _NotFromThisThread) for f in logger.filters):
-        logger.addFilter(_NotFromThisThread())
