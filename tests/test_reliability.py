@@ -432,7 +432,8 @@ def test_a_local_ray_is_the_sweeps_own_beside_a_cluster_started_on_this_machine(
     a Ray of its own, and the user's cluster is left running."""
     ray_bin = str(Path(sys.executable).parent / "ray")
     temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")   # short: Ray's socket paths must fit in 107 bytes
-    env = {**sweeper_env(tmp_path), "RAY_TMPDIR": temp, "RAY_ADDRESS": ""}
+    env = {**sweeper_env(tmp_path), "RAY_TMPDIR": temp, "RAY_ADDRESS": "",
+           "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}     # the head ends when told (Ray drains up to 30 s)
     head = subprocess.Popen([ray_bin, "start", "--head", "--block", f"--port={free_port()}", "--num-cpus=1",
                              "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
