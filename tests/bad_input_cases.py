@@ -50,6 +50,7 @@ class Case:
 
 # -- setups ---------------------------------------------------------------------------------
 def with_run(ctx) -> None:
+    """A finished run in {R} and its history partition, as a sweep leaves them."""
     ctx.copy_run()
 
 
@@ -117,11 +118,6 @@ def port_taken(ctx) -> None:
     sock.listen(1)
     ctx.hold(sock)
     ctx.port = sock.getsockname()[1]
-
-
-def stored_run(ctx) -> None:
-    """A finished run in {R} and its history partition, as a sweep leaves them."""
-    ctx.copy_run()
 
 
 # -- checks ---------------------------------------------------------------------------------
@@ -306,8 +302,8 @@ CASES = [
     Case("history-no-store", "9g", ("--store", "{T}/nostore", "list"), BAD, "--store", command="history"),
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
     Case("history-diff-unknown-runs", "9g", ("--store", "{HIST}", "diff", "a", "b"), BAD, "a",
-         command="history", setup=stored_run),
-    Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=stored_run),
+         command="history", setup=with_run),
+    Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
     # 9g. the Prometheus exporter
     Case("prometheus-port-out-of-range", "9g", ("{RUN}", "--port", "70000"), BAD, "--port", command="prometheus",
          setup=with_run),
@@ -348,6 +344,8 @@ CASES = [
     Case("cuda-without-a-gpu", "intro", (QUICK, "workload.device=cuda", "resources.gpus=0"), FAILED, lines=0,
          check=not_started),
     Case("memory-limit-infinite", "intro", (QUICK, "resources.memory_limit_gb=inf"), BAD, "resources.memory_limit_gb"),
+    Case("seed-past-64-bits", "intro", (QUICK, "workload.seed=99999999999999999999"), BAD, "workload.seed"),
+    Case("seed-negative", "intro", (QUICK, "workload.seed=-5"), BAD, "workload.seed"),
     Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
     Case("absurd-world-size", "16a", ("workload=train_step", "train.world_size=100000", "dry_run=true"), BAD, "train.world_size"),
     Case("ray-cpus-negative", "intro", (QUICK, "executor=ray", "ray.num_cpus=-1"), BAD, "ray.num_cpus"),

@@ -11,6 +11,8 @@ LOADERS = ("torch", "dali")
 DALI_EXECUTORS = ("dynamic", "pipelined", "serial")
 DALI_DECODERS = ("cpu", "mixed")
 MAX_WORKERS = 1024                       # loader processes or threads: past this, a typo, not a setting
+SEED_END = 2 ** 32                       # numpy's legacy seeding takes 0 .. 2**32 - 1
+TOKEN_END = 2 ** 31                      # synthetic tokens are int32: vocab_size at most this
 
 
 @dataclass
@@ -87,6 +89,9 @@ class DataConfig:
         for name in ("num_shards", "samples_per_shard", "seq_len", "vocab_size", "batch_size"):
             _require(getattr(self, name) > 0, f"data.{name}", f"must be positive, got {getattr(self, name)}")
         _require(self.num_workers >= 0, "data.num_workers", f"must be 0 or more, got {self.num_workers}")
+        _require(0 <= self.seed < SEED_END, "data.seed", f"must be between 0 and 2**32 - 1, got {self.seed}")
+        _require(self.vocab_size <= TOKEN_END, "data.vocab_size",
+                 f"is {self.vocab_size}, but the shards hold int32 tokens: at most 2**31 ({TOKEN_END})")
         _require(self.num_workers <= MAX_WORKERS, "data.num_workers",
                  f"{self.num_workers} worker processes is more than a node runs (at most {MAX_WORKERS}); "
                  f"use a number near the node's CPU count")

@@ -98,9 +98,12 @@ def _build(cls, values: Dict[str, Any], prefix: str):
 
 def _require_finite(key: str, value: Any) -> None:
     """nan passes no comparison and inf every upper-bound-free one, so each section's own
-    check would let them through to a trial (an int(inf) there fails every trial)."""
+    check would let them through to a trial (an int(inf) there fails every trial); an integer
+    past 64 bits fails where the records are written (parquet), after the trials ran."""
     _require(not (isinstance(value, float) and not math.isfinite(value)), key,
              f"must be a finite number, got {value}; give a number (or null where the key allows it)")
+    _require(not (isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63), key,
+             f"is past a 64-bit integer, got {value}; give a smaller number")
 
 
 _SECTIONS = {

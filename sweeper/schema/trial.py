@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from sweeper.schema._base import DEVICES, ISOLATION_MODES, ON_OOM, PROFILES, _require
-from sweeper.schema.data import MAX_WORKERS
+from sweeper.schema.data import MAX_WORKERS, SEED_END
 
 @dataclass
 class WorkloadConfig:
@@ -22,6 +22,8 @@ class WorkloadConfig:
     def check(self) -> None:
         _require(":" in self.target, "workload.target", f"must look like 'package.module:function', got {self.target!r}")
         _require(self.steps > 0, "workload.steps", f"must be positive, got {self.steps}")
+        _require(0 <= self.seed < SEED_END, "workload.seed",
+                 f"must be between 0 and 2**32 - 1 (numpy's seeds), got {self.seed}")
         _require(self.warmup_steps >= 0, "workload.warmup_steps", "must be 0 or more")
         _require(self.device in DEVICES, "workload.device", f"must be one of {DEVICES}, got {self.device!r}")
         _require(self.threads is None or self.threads > 0, "workload.threads", "must be positive")
