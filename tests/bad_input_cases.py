@@ -204,6 +204,7 @@ CASES = [
     Case("shard-not-a-tar", "intro", SMALL + ("data.url={T}/shard.tar",), BAD, "shard.tar",
          setup=with_bytes("shard.tar", b"just some text\n" * 64)),
     Case("shards-missing", "intro", SMALL + ("data.url=/nonexistent/shard-{0000..0003}.tar",), BAD, "data.url"),
+    Case("shards-range-mistyped", "intro", SMALL + ("data.url={T}/x-{0000..9999999}.tar", "dry_run=true"), BAD, "data.url"),
     Case("data-url-a-directory", "9c", SMALL + ("data.url={T}/shards",), BAD, "data.url", setup=with_dir("shards")),
     # 6. duplicate grid points
     Case("duplicate-grid-value", "6", SMALL + ("data.num_workers=1,1",), BAD, "data.num_workers"),

@@ -226,11 +226,20 @@ def _ensure_index(shard: str, cache_dir: str) -> str:
     return str(index)
 
 
+MAX_SHARDS = 1_000_000     # a pattern naming more is a mistyped range ({0000..9999999}), not a dataset
+
+
 def expand_url(url: str) -> List[str]:
     """Local shard paths named by a brace pattern such as /data/train-{0000..0099}.tar."""
+    import itertools
+
     import braceexpand   # a webdataset dependency
 
-    paths = [os.path.expanduser(p) for p in braceexpand.braceexpand(url)]
+    paths = [os.path.expanduser(p) for p in itertools.islice(braceexpand.braceexpand(url), MAX_SHARDS + 1)]
+    if len(paths) > MAX_SHARDS:
+        from sweeper.errors import ConfigError
+
+        raise ConfigError(f"data.url={url!r}: names more than {MAX_SHARDS} shards; check the {{0000..0099}} range")
     if len(paths) == 1 and any(c in paths[0] for c in "*?["):
         paths = sorted(glob.glob(paths[0]))
     return paths
@@ -242,8 +251,10 @@ def check_local_shards(url: str, cache_dir: str, batch_size: int = 1) -> str:
     the file (and the byte offset), in words a user can act on."""
     paths = expand_url(url)
     missing = [p for p in paths if not os.path.exists(p)]
-    if not paths or missing:
-        return (f"{len(missing) or 'all'} of {len(paths)} shard(s) do not exist (first: {(missing or [url])[0]}); "
+    if not paths:
+        return "the pattern matches no file; check the path and the * or ? in it"
+    if missing:
+        return (f"{len(missing)} of {len(paths)} shard(s) do not exist (first: {missing[0]}); "
                 f"check the path and the {{0000..0099}} range")
     folders = [p for p in paths if os.path.isdir(p)]
     if folders:
