@@ -349,6 +349,7 @@ CASES = [
     Case("seed-negative", "intro", (QUICK, "workload.seed=-5"), BAD, "workload.seed"),
     Case("absurd-threads", "16a", (QUICK, "workload.threads=100000", "dry_run=true"), BAD, "workload.threads"),
     Case("absurd-world-size", "16a", ("workload=train_step", "train.world_size=100000", "dry_run=true"), BAD, "train.world_size"),
+    Case("ray-runtime-env-refused", "intro", (QUICK, "executor=ray", "+ray.runtime_env={env_vars:{A:1}}"), BAD, "ray.runtime_env"),
     Case("ray-cpus-negative", "intro", (QUICK, "executor=ray", "ray.num_cpus=-1"), BAD, "ray.num_cpus"),
 ]
 

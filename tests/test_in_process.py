@@ -203,6 +203,10 @@ class FakeRay:
         class RayError(Exception):
             pass
 
+    class runtime_env:
+        class RuntimeEnv(dict):       # Ray's validator; the fake takes any runtime_env
+            pass
+
     def __init__(self, nodes):
         self._nodes, self.calls = nodes, []
 

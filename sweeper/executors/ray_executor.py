@@ -110,6 +110,19 @@ def _own_token() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+def checked_runtime_env(ray, runtime_env: Dict[str, Any]) -> Dict[str, Any]:
+    """ray.runtime_env as Ray's own validator reads it: what it refuses is one line naming the key,
+    not the TypeError ray.init raises from deep inside (read as a bug in sweeper)."""
+    from sweeper.errors import ConfigError
+
+    try:
+        ray.runtime_env.RuntimeEnv(**runtime_env)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"ray.runtime_env: {exc}; give what Ray's runtime_env takes (env_vars values are "
+                          f"strings: quote them, '+ray.runtime_env={{env_vars:{{A:\"1\"}}}}')") from None
+    return runtime_env
+
+
 class RayExecutor(Executor):
     def __init__(self, ray_cfg, preload: Sequence[str]) -> None:
         self.cfg, self.preload = ray_cfg, list(preload)
@@ -167,7 +180,7 @@ class RayExecutor(Executor):
         kwargs: Dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                                   "log_to_driver": False}
         if self.cfg.runtime_env:
-            kwargs["runtime_env"] = dict(self.cfg.runtime_env)
+            kwargs["runtime_env"] = checked_runtime_env(ray, dict(self.cfg.runtime_env))
         if self.cfg.node_ip_address:
             kwargs["_node_ip_address"] = self.cfg.node_ip_address
         if self.cfg.address:
