@@ -101,7 +101,11 @@ def check_flags(args: List[str]) -> None:
         raise SystemExit(f"error: {message}{placed}; see python -m sweeper --help")
 
     parser.error = one_line
-    parser.parse_args(args)
+    given = parser.parse_args(args)
+    if given.experimental_rerun is not None:        # Hydra's rerun of one job's pickle; a sweep has many
+        raise SystemExit("error: --experimental-rerun: not for sweeps; resume=latest runs what a run is missing")
+    if given.shell_completion and not any(o.split("=")[0] in ("install", "uninstall", "query") for o in given.overrides):
+        raise SystemExit("error: --shell-completion: give install=bash, uninstall=bash (or zsh, fish); see --hydra-help")
 
 
 def exit_with(code: int) -> None:

@@ -170,8 +170,7 @@ CASES = [
     Case("run-id-absolute", "1b", (QUICK, "run_id={T}/abs"), BAD, "run_id"),
     Case("resume-outside-results", "1c", (QUICK, "resume={T}/victim"), BAD, "resume", setup=with_victim,
          check=victim_intact),
-    Case("resume-dotdot", "1c", (QUICK, "resume=../../victim"), BAD, "resume", setup=with_victim,
-         check=victim_intact),
+    Case("resume-dotdot", "1c", (QUICK, "resume=../../victim"), BAD, "resume", setup=with_victim, check=victim_intact),
     Case("sweep-name-empty", "1", (QUICK, "sweep.name="), BAD, "sweep.name"),
     Case("sweep-name-with-slash", "1", (QUICK, "sweep.name=a/b"), BAD, "sweep.name"),
     Case("sweep-name-300-chars", "9e", (QUICK, f"sweep.name={LONG_NAME}"), BAD, "sweep.name"),
@@ -234,6 +233,8 @@ CASES = [
          BAD, "hydra/sweeper", secret="SECRET-swp-2208"),  # BasicSweeper wrote multirun.yaml with it, then ran
     Case("unknown-flag", "8", ("--bogus",), BAD, "--bogus"),
     Case("multirun-flag-after-overrides", "8", (QUICK, "-m", "data.batch_size=2,4"), BAD, "data.batch_size=2,4"),
+    Case("hydra-rerun-flag", "8", ("--experimental-rerun", "{T}/job.pickle"), BAD, "--experimental-rerun"),
+    Case("shell-completion-bare", "8", ("--shell-completion",), BAD, "--shell-completion"),
     Case("grid-and-unknown-key", "8", ("data.num_workers=0,2", "data.nope=1"), BAD, "data.nope"),   # not "Ambiguous value"
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
     Case("dali-mixed-without-a-gpu", "intro", ("data.loader=dali", "data.kind=images", "data.dali.decoder=mixed",
@@ -308,8 +309,7 @@ CASES = [
     # 9g. the Prometheus exporter
     Case("prometheus-port-out-of-range", "9g", ("{RUN}", "--port", "70000"), BAD, "--port", command="prometheus",
          setup=with_run),
-    Case("prometheus-port-negative", "9g", ("{RUN}", "--port", "-1"), BAD, "--port", command="prometheus",
-         setup=with_run),
+    Case("prometheus-port-negative", "9g", ("{RUN}", "--port", "-1"), BAD, "--port", command="prometheus", setup=with_run),
     Case("prometheus-port-in-use", "9g", ("{RUN}", "--port", "{PORT}"), BAD, "--port", command="prometheus",
          setup=port_taken),
     Case("prometheus-host-unknown", "9g", ("{RUN}", "--host", "nosuch.invalid"), BAD, "--host", command="prometheus", setup=with_run),
