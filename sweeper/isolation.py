@@ -83,7 +83,10 @@ class _LineReader:
             ready, _, _ = select.select([self.fd], [], [], wait)
             if not ready:
                 return None
-            chunk = os.read(self.fd, 65536)
+            try:
+                chunk = os.read(self.fd, 65536)
+            except ConnectionResetError:       # it died with our request unread
+                chunk = b""
             if not chunk:
                 raise EOFError("the trial zygote exited")
             self.buffer += chunk
@@ -128,14 +131,26 @@ class TrialHost:
             return connect_zygote(self.socket_path)
 
     def run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
+        try:
+            return self._run(spec, timeout_s, env)
+        except _NotStarted:                    # the node's zygote died before it forked this trial
+            self.owns_zygote = True
+            return self._run(spec, timeout_s, env)
+
+    def _run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
         scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
         conn = self._connect()
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
-            conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
             reader = _LineReader(conn.fileno())
-            started = reader.read(timeout_s=ZYGOTE_START_S)    # a shared zygote may still be importing
+            try:
+                conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
+                started = reader.read(timeout_s=ZYGOTE_START_S)    # a shared zygote may still be importing
+            except (EOFError, BrokenPipeError, ConnectionResetError):
+                if self.owns_zygote:
+                    raise
+                raise _NotStarted() from None
             if started is None:
                 raise RuntimeError(f"the trial zygote at {self.socket_path} did not start the trial "
                                    f"within {ZYGOTE_START_S} s")
@@ -161,6 +176,10 @@ class TrialHost:
         finally:
             conn.close()
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _NotStarted(Exception):
+    """The shared zygote closed the connection before it started the trial: nothing ran."""
 
 
 def _lost_with_zygote(spec: Dict[str, Any], scratch: Path, pid: int) -> Outcome:

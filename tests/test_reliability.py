@@ -463,17 +463,22 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     """The kernel's OOM killer picks large processes, and the node's zygote holds torch. The trials
     it was running end as TrialKilled rows that say so; every trial after them runs from a
     zygote of its worker's own (they all failed, ConnectionRefusedError, 10 s each)."""
-    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick",
-           "+workload.params.sleep_s=0.3", "workload.steps=4", "workload.warmup_steps=0", "workload.seed=range(0,8)",
+    started = tmp_path / "started"
+    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick_announced",
+           f"+workload.params.started_dir={started}", "+workload.params.sleep_s=0.3", "workload.steps=4",
+           "workload.warmup_steps=0", "workload.seed=range(0,8)",
            "resources.isolation=pack", "resources.cpus=1", "wandb.enabled=false", "history.enabled=false",
            "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     lines = []
-    for line in driver.stdout:           # two trials done: two more are running through the zygote
+    for line in driver.stdout:           # two trials done, and a third running through the zygote
         lines.append(line)
         if line.startswith("[2/8]"):
             break
+    deadline = time.monotonic() + 60
+    while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
     node_zygote = [p for p in psutil.Process(driver.pid).children()
                    if "sweeper._zygote" in " ".join(p.cmdline())]
     assert len(node_zygote) == 1, lines
@@ -484,5 +489,5 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     killed = [r for r in records if r["status"] != "ok"]
     assert len(records) == 8 and 1 <= len(killed) <= 2, [(r["status"], r["error_message"]) for r in records]
     assert all(r["error_type"] == "TrialKilled" and "zygote exited while this trial ran" in r["error_message"]
-               for r in killed)
+               for r in killed), [(r["error_type"], r["error_message"]) for r in killed]
     assert "\x1b[" not in "".join(lines) + out
