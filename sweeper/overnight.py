@@ -217,10 +217,11 @@ def _night(job, night: Path, started: float) -> int:
     if root.overnight.budget_s:
         root.overnight.deadline = started + root.overnight.budget_s
     manifest = new_manifest(root, started)
-    code = exitcodes.OK
+    code, full = exitcodes.OK, False
     try:
         for name in root.overnight.sweeps:
-            code = max(code, _one_sweep(name, job, night, manifest))
+            ended = _one_sweep(name, job, night, manifest, disk_full=full)
+            code, full = max(code, ended), full or ended == exitcodes.NO_ROOM
             write_manifest(night, manifest)
     except KeyboardInterrupt:
         code = interrupted("while the suite ran: it stops; finished trials are kept, the manifest says what ran")
@@ -231,11 +232,14 @@ def _night(job, night: Path, started: float) -> int:
     return code
 
 
-def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any]) -> int:
+def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full: bool = False) -> int:
     root = job.config
     entry: Dict[str, Any] = {"name": name, "run": None, "status": "skipped", "exit_code": None,
                              "started_at": None, "ended_at": None, "skipped_trials": []}
     manifest["sweeps"].append(entry)
+    if disk_full:                        # each would fail the same way, and the night's record needs the room
+        print(f"disk full: a sweep before it ran out of space; sweep '{name}' not started", file=sys.stderr, flush=True)
+        return exitcodes.OK
     if root.overnight.deadline is not None and time.time() >= root.overnight.deadline:
         print(f"budget: the night ended; sweep '{name}' not started", file=sys.stderr, flush=True)
         return exitcodes.OK

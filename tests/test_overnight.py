@@ -287,3 +287,27 @@ def test_fleet_keys_gpu_trials_by_uuid_and_puts_the_clocks_beside_the_slow_one()
     assert list(fleet["outlier"]) == [False, False, True]
     assert fleet.loc["GPU-2", "sm_clock_mhz"] == 1400.0 and fleet.loc["GPU-2", "temp_c"] == 80.0
     assert fleet.loc["GPU-2", "ratio"] < 0.75 and fleet.loc["GPU-2", "p_adj"] < 0.05
+
+
+@pytest.mark.slow
+def test_a_night_whose_disk_fills_starts_no_sweep_after_it(tmp_path):
+    """A sweep that ran out of space (exit 74) ends the night's sweeps: each later one would fail
+    the same way, and the night's own record needs the room. A real 120 KiB disk."""
+    from tests.conftest import in_a_mount_namespace, mount_namespaces
+
+    if not mount_namespaces(tmp_path):
+        pytest.skip("needs a mount namespace of its own (unshare --mount, as root) for a small real disk")
+    for name in ("fills", "after"):
+        write_conf(tmp_path, name, TOY_SLOW.format(name=name, sleep_s=0.01))
+    cmd, env = sweeper_cmd(tmp_path, "+sweep=overnight", "overnight.sweeps=[fills,after]", "executor=local",
+                           "repeats=4", f"overnight.lock_file={tmp_path / 'lock'}", "history.enabled=false")
+    results = tmp_path / "results"
+    results.mkdir()
+    script = (f"mount -t tmpfs -o size=120k tmpfs {results} && " + " ".join(f"'{a}'" for a in cmd) +
+              f" >out.txt 2>err.txt; echo $?; echo ---; cat err.txt; echo ---; cat {results}/overnight/*/night.json")
+    result = in_a_mount_namespace(script, tmp_path)
+    code, err, night = result.stdout.split("---\n")
+    assert code.strip() == "74", result.stdout[-3000:] + result.stderr[-2000:]
+    assert "disk full: a sweep before it ran out of space; sweep 'after' not started" in err.splitlines(), err
+    manifest = json.loads(night)
+    assert [(s["name"], s["status"]) for s in manifest["sweeps"]] == [("fills", "disk full"), ("after", "skipped")]
