@@ -146,13 +146,8 @@ def _no_room_errno(exc: BaseException) -> Optional[int]:
 def _folder_written(exc: BaseException) -> Optional[str]:
     """The folder of the file the failing write named: its filename, or the innermost frame's
     path argument whose folder exists (the file itself may be gone: a failed write removes it)."""
-    if isinstance(exc, OSError) and exc.filename:
-        return os.path.dirname(os.path.abspath(os.fspath(exc.filename)))
-    for frame_locals in reversed(list(_frame_locals(exc))):
-        for value in frame_locals.values():
-            if isinstance(value, (str, os.PathLike)) and _in_a_folder(value):
-                return os.path.dirname(os.path.abspath(os.fspath(value)))
-    return None
+    path = exc.filename if isinstance(exc, OSError) and exc.filename else path_in_traceback(exc, _in_a_folder)
+    return os.path.dirname(os.path.abspath(os.fspath(path))) if path is not None else None
 
 
 def _in_a_folder(value) -> bool:
@@ -217,9 +212,14 @@ def damaged_file_line(exc: BaseException) -> Optional[str]:
 def file_in_traceback(exc: BaseException) -> Optional[str]:
     """The file the failing call was reading: the innermost frame's argument that names an
     existing file."""
+    return path_in_traceback(exc, _is_file)
+
+
+def path_in_traceback(exc: BaseException, accept) -> Optional[str]:
+    """The innermost frame's path-like argument that `accept` takes."""
     for frame_locals in reversed(list(_frame_locals(exc))):
         for value in frame_locals.values():
-            if isinstance(value, (str, os.PathLike)) and _is_file(value):
+            if isinstance(value, (str, os.PathLike)) and accept(value):
                 return os.fspath(value)
     return None
 

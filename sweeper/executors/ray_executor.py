@@ -26,7 +26,6 @@ from sweeper.executors import attached
 from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, TrialLost
 from sweeper.executors.starter import Starter
-from sweeper.rayguard import drop_session
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.timeline import mark
@@ -268,6 +267,8 @@ class RayExecutor(Executor):
             if self.guard is not None:
                 self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
             if ending is not None and self.session and not self.lost:
+                from sweeper.rayguard import drop_session
+
                 drop_session(self.session)               # Ray keeps every session's folder under /tmp/ray
         finally:
             if self.zygote is not None:
