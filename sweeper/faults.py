@@ -124,7 +124,7 @@ def no_room_line(exc: BaseException) -> Optional[str]:
         return None
     folder = _folder_written(exc)
     where = f"{folder}: " if folder else ""
-    free = f" ({_free(folder)} free there)" if folder else ""
+    free = f" ({free_space(folder)} free there)" if folder else ""
     return (f"error: {where}{os.strerror(code)}{free}; free space on that disk or set results_dir to another, then "
             "run the command again (a sweep: with resume=latest, only what is missing runs)")
 
@@ -159,13 +159,18 @@ def _in_a_folder(value) -> bool:
         return False
 
 
-def _free(folder: str) -> str:
+def free_space(folder: str) -> str:
+    """The free space on `folder`'s disk, as every disk line prints it ("unknown" if unreadable)."""
     import shutil
 
     try:
-        n = float(shutil.disk_usage(folder).free)
+        return human_size(shutil.disk_usage(folder).free)
     except OSError:
         return "unknown"
+
+
+def human_size(n: float) -> str:
+    """Bytes as "512 B", "20.0 KiB", "1.5 GiB"."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from sweeper.errors import ConfigError, NoRoom
+from sweeper.faults import human_size
 from sweeper.plan import ClusterShape, Trial
 from sweeper.schema import RootConfig
 
@@ -83,7 +84,7 @@ def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
         except OSError:
             continue                      # a folder that cannot be read fails with its own line later
         if free < MIN_TEMP_FREE:
-            raise NoRoom(f"{folder}: {free / 2 ** 20:.1f} MiB free; a sweep needs {MIN_TEMP_FREE // 2 ** 20} MiB there "
+            raise NoRoom(f"{folder}: {human_size(free)} free; a sweep needs {human_size(MIN_TEMP_FREE)} there "
                          f"(its trials' scratch folders, a local Ray's session): free space, or point TMPDIR "
                          f"(RAY_TMPDIR for Ray alone) at another disk")
 

@@ -425,7 +425,7 @@ def test_a_temp_folder_without_room_is_one_line_before_ray_starts(how, tmp_path)
     started = time.monotonic()
     result = in_a_mount_namespace(f"mount -t tmpfs -o size=20k tmpfs {temp} && {sweep}", tmp_path)
     assert result.returncode == 74, result.stderr[-2000:]
-    assert result.stderr.splitlines() == [f"error: {temp}: 0.0 MiB free; a sweep needs 64 MiB there (its trials' "
+    assert result.stderr.splitlines() == [f"error: {temp}: 20.0 KiB free; a sweep needs 64.0 MiB there (its trials' "
                                           "scratch folders, a local Ray's session): free space, or point TMPDIR "
                                           "(RAY_TMPDIR for Ray alone) at another disk"]
     assert time.monotonic() - started < 20 and not (tmp_path / "results").exists()
