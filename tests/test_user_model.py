@@ -1,10 +1,12 @@
 """A user's own model in the training-step engine (train.model, train.batch, train.flops_per_token,
 train.deepspeed_config): plan-time checks, the DeepSpeed JSON's resolution, and real training.
 
-The test writes its own GPT-style model (USERGPT, below) into tmp_path and names it by import
-path. It is written apart from workloads/model.py, in nanoGPT's layout (`transformer.h`,
-`(logits, loss)` out), but builds the same architecture and draws its initial weights in
-the same order, so that with the same seed its losses must equal the engine's preset's.
+The model is the one users are pointed at, examples/user_model/nanogpt_style.py: written apart
+from workloads/model.py, in nanoGPT's layout (`transformer.h`, `(logits, loss)` out), it builds the
+same architecture and draws its initial weights in the same order, so that with the same seed its
+losses must equal the engine's preset's (what its docstring promises). The test names it as the docs
+do (`nanogpt_style:gpt`, `nanogpt_style:hf_style`); a small module of its own (USERGPT, below) adds a
+batch function and a factory that is no Module.
 
 Tolerances, after 4 optimizer steps of the tiny shape (lr 3e-3, a pool of 2 micro-batches of 4):
   - DeepSpeed building a JSON's AdamW ("auto" params) against the preset's native AdamW, fp32:
@@ -19,6 +21,7 @@ checkpointing (the Hugging Face-style model at stages 0 and 3 too).
 """
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,99 +35,13 @@ from tests.conftest import ROOT
 
 USER_REL_TOL = 1e-6
 SEED_JSON = ROOT / "examples" / "deepspeed" / "seed_article.json"
+EXAMPLE = ROOT / "examples" / "user_model"         # nanogpt_style.py, the model users are pointed at
 FAST = ["workload.steps=3", "workload.warmup_steps=1", "train.lr=3e-3", "train.synthetic_batches=2",
         "train.micro_batch=4"]
 
 USERGPT = '''\
-import math
-from dataclasses import dataclass
-
+"""The test's own functions beside the example model: a batch function, a factory that is no Module."""
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class SelfAttention(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(d)
-        self.attn = SelfAttention(d, heads)
-        self.ln_2 = nn.LayerNorm(d)
-        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(d, 4 * d), c_proj=nn.Linear(4 * d, d)))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class TinyGPT(nn.Module):
-    def __init__(self, n_layer, n_head, d, seq_len, vocab):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(seq_len, d),
-            h=nn.ModuleList(Block(d, n_head) for _ in range(n_layer)), ln_f=nn.LayerNorm(d)))
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-        self.apply(self._init)
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
-
-    @staticmethod
-    def _init(m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
-
-    def forward(self, idx, targets):
-        t = self.transformer
-        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1], device=idx.device))
-        for block in t.h:
-            x = block(x)
-        logits = self.lm_head(t.ln_f(x))
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
-
-
-def tiny_gpt(train):
-    s = train.shape()
-    return TinyGPT(s["n_layer"], s["n_head"], s["n_embd"], s["seq_len"], s["vocab_size"])
-
-
-@dataclass
-class Output:
-    loss: torch.Tensor
-    logits: torch.Tensor
-
-
-class HFStyle(nn.Module):
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, input_ids, labels):
-        logits, loss = self.inner(input_ids, labels)
-        return Output(loss=loss, logits=logits)
-
-
-def hf_style(train):
-    return HFStyle(tiny_gpt(train))
 
 
 def not_a_module(train):
@@ -143,10 +60,12 @@ def batches(train, rank, world_size, seed):
 
 @pytest.fixture
 def usergpt(tmp_path, monkeypatch):
-    """The test's own model module, importable as `usergpt` here and in any process started with PYTHONPATH."""
+    """The test's module, importable as `usergpt` (with the example beside it) here and in any
+    process started with PYTHONPATH=_env(folder)."""
     folder = tmp_path / "mods"
     folder.mkdir()
     (folder / "usergpt.py").write_text(USERGPT)
+    monkeypatch.syspath_prepend(str(EXAMPLE))
     monkeypatch.syspath_prepend(str(folder))
     return folder
 
@@ -275,26 +194,26 @@ def _train(cfg):
 
 
 def _tiny_gpt_params(s):
-    """USERGPT's parameter count by hand: tied embedding, positions, blocks, final norm."""
+    """The example model's parameter count by hand: tied embedding, positions, blocks, final norm."""
     d = s["n_embd"]
     return s["vocab_size"] * d + s["seq_len"] * d + s["n_layer"] * (12 * d * d + 13 * d) + 2 * d
 
 
 def test_mfu_from_an_estimated_or_a_given_flops_per_token(usergpt):
-    figures, _ = _train(_step_cfg(model="usergpt:tiny_gpt", peak_flops=1e12))
+    figures, _ = _train(_step_cfg(model="nanogpt_style:gpt", peak_flops=1e12))
     s = TrainConfig().shape()
     n = _tiny_gpt_params(s)
     assert figures["n_params"] == n == 136_960
     assert figures["flops_per_token"] == 6 * n + 12 * s["n_layer"] * s["n_embd"] * s["seq_len"]
-    assert figures["flops_source"] == "estimated 6N+attn" and figures["model"] == "usergpt:tiny_gpt"
+    assert figures["flops_source"] == "estimated 6N+attn" and figures["model"] == "nanogpt_style:gpt"
     assert figures["mfu"] == pytest.approx(figures["tokens_per_s"] * figures["flops_per_token"] / 1e12)
-    given, _ = _train(_step_cfg(model="usergpt:tiny_gpt", peak_flops=1e12, flops_per_token=2.5e6))
+    given, _ = _train(_step_cfg(model="nanogpt_style:gpt", peak_flops=1e12, flops_per_token=2.5e6))
     assert given["flops_source"] == "given" and given["flops_per_token"] == 2.5e6
     assert given["mfu"] == pytest.approx(given["tokens_per_s"] * 2.5e6 / 1e12)
 
 
 def test_a_batch_function_feeds_the_user_model(usergpt):
-    figures, probe = _train(_step_cfg(model="usergpt:hf_style", batch="usergpt:batches"))
+    figures, probe = _train(_step_cfg(model="nanogpt_style:hf_style", batch="usergpt:batches"))
     assert all(r["phase_h2d_s"] > 0 and math.isfinite(r["loss"]) for r in probe.rows)
     assert figures["loss_initial"] - figures["loss_final"] > 0.05        # two batches a pass: it learns them
 
@@ -318,9 +237,9 @@ def grid_checks(mods):
 
     import workloads.train_step  # noqa: F401  torch and dynamo imported once, before the forks
 
-    sys.path.insert(0, mods)
+    sys.path[:0] = [mods, str(EXAMPLE)]
     for point in GRID:
-        for model in [None, "usergpt:tiny_gpt"] + (["usergpt:hf_style"] if point[2] in (0, 3) else []):
+        for model in [None, "nanogpt_style:gpt"] + (["nanogpt_style:hf_style"] if point[2] in (0, 3) else []):
             # one child a run: successive FSDP2 runs in one process can hang
             child = multiprocessing.get_context("fork").Process(target=_grid_point, args=(*point, model))
             child.start()
@@ -351,7 +270,7 @@ def _deepspeed_builds_the_jsons_optimizer(mods):
     torch.set_num_threads(2)
     path = Path(mods) / "ds_optimizer.json"
     path.write_text(json.dumps(DS_OPTIMIZER_JSON))
-    cfg = _step_cfg(world_size=2, backend="deepspeed", zero_stage=1, model="usergpt:tiny_gpt",
+    cfg = _step_cfg(world_size=2, backend="deepspeed", zero_stage=1, model="nanogpt_style:gpt",
                     deepspeed_config=str(path))
     probe = Probe(warmup_steps=1)
     figures = run(cfg, probe)
@@ -419,7 +338,7 @@ def _seed_json(tmp_path, **changes):
 
 
 def _env(usergpt):
-    return {"PYTHONPATH": str(usergpt)}
+    return {"PYTHONPATH": os.pathsep.join([str(usergpt), str(EXAMPLE)])}
 
 
 needs_deepspeed = pytest.mark.skipif(
@@ -435,7 +354,7 @@ def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator
     Ray): 16 s here against 54 s through a local Ray on the shared 2-core machine."""
     path = _seed_json(tmp_path, train_batch_size=16)
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
-                          "train.model=usergpt:hf_style", "train.precision=bf16", "train.zero_stage=2",
+                          "train.model=nanogpt_style:hf_style", "train.precision=bf16", "train.zero_stage=2",
                           "train.accum_steps=2", "train.activation_checkpointing=true", "train.peak_flops=1e12",
                           "train.flops_per_token=1e6", "report.enabled=false", "executor=local", *FAST],
                          timeout=300, env_extra=_env(usergpt))
@@ -445,7 +364,7 @@ def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator
     assert len(records) == 1 and all(r["status"] == "ok" for r in records), records
     for r in records:
         f = r["figures"]
-        assert f["model"] == "usergpt:hf_style" and f["backend"] == "deepspeed" and f["world_size"] == 2
+        assert f["model"] == "nanogpt_style:hf_style" and f["backend"] == "deepspeed" and f["world_size"] == 2
         assert f["checkpointed_blocks"] == 2 and f["loss_initial"] - f["loss_final"] > 0.2, f
         assert f["flops_source"] == "given" and f["mfu"] == pytest.approx(f["tokens_per_s"] * 1e6 / (1e12 * 2))
         assert f["deepspeed_overridden"] == "fp16.enabled: true -> false (train.precision)"
@@ -464,7 +383,7 @@ def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator
 def test_contradictions_in_the_json_are_one_line_each_before_any_trial(sweeper_cli, tmp_path, usergpt):
     path = _seed_json(tmp_path)                       # train_batch_size 512; partitioned activations
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
-                          "train.model=usergpt:tiny_gpt", "train.zero_stage=2", "train.precision=bf16", *FAST],
+                          "train.model=nanogpt_style:gpt", "train.zero_stage=2", "train.precision=bf16", *FAST],
                          timeout=120, env_extra=_env(usergpt))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
@@ -483,7 +402,7 @@ def test_fp16_on_deepspeeds_cpu_accelerator_is_one_line_before_any_trial(sweeper
         pytest.skip("this CPU has oneDNN fp16 (AVX512-FP16 or AMX-FP16): DeepSpeed's CPU accelerator allows fp16")
     path = _seed_json(tmp_path, train_batch_size=16)
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
-                          "train.model=usergpt:tiny_gpt", "train.zero_stage=2", "train.precision=fp16",
+                          "train.model=nanogpt_style:gpt", "train.zero_stage=2", "train.precision=fp16",
                           "train.accum_steps=2", "train.activation_checkpointing=true", *FAST],
                          timeout=120, env_extra=_env(usergpt))
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
