@@ -23,7 +23,8 @@ from typing import Dict, Tuple
 
 import pytest
 
-from tests.bad_input_cases import BAD, CASES, FAILED, INTERRUPTED, NOT_PUBLISHED, QUICK, SLOW_CASES, Case, row_key
+from tests.bad_input_base import BAD, FAILED, INTERRUPTED, NOT_PUBLISHED, QUICK, Case
+from tests.bad_input_cases import CASES, SLOW_CASES, row_key
 from tests.conftest import ROOT
 
 ENTRIES = {"sweeper": "sweeper.__main__", "report": "sweeper.report.__main__", "compare": "sweeper.compare",

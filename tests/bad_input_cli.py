@@ -1,0 +1,17 @@
+"""The bad-input cases of Hydra's own flags and the command line itself: one line, before Hydra runs or writes
+anything."""
+from tests.bad_input_base import BAD, QUICK, Case
+
+CASES = [
+    Case("unparsable-override", "8", ("data.batch_size=[1,2",), BAD, "data.batch_size"),
+    Case("another-hydra-launcher", "8", (QUICK, "hydra/launcher=basic", "data.batch_size=2,4"), BAD, "hydra/launcher"),
+    Case("hydra-run-mode", "4b, 8", (QUICK, "hydra.mode=RUN", "+workload.params.api_token=SECRET-run-5512"), BAD,
+         "hydra.mode", secret="SECRET-run-5512"),        # Hydra's RUN mode wrote a folder with it, then was refused
+    Case("another-hydra-sweeper", "4b, 8", (QUICK, "hydra/sweeper=basic", "+workload.params.api_token=SECRET-swp-2208"),
+         BAD, "hydra/sweeper", secret="SECRET-swp-2208"),  # BasicSweeper wrote multirun.yaml with it, then ran
+    Case("unknown-flag", "8", ("--bogus",), BAD, "--bogus"),
+    Case("multirun-flag-after-overrides", "8", (QUICK, "-m", "data.batch_size=2,4"), BAD, "data.batch_size=2,4"),
+    Case("hydra-rerun-flag", "8", ("--experimental-rerun", "{T}/job.pickle"), BAD, "--experimental-rerun"),
+    Case("shell-completion-bare", "8", ("--shell-completion",), BAD, "--shell-completion"),
+    Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
+]

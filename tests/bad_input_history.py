@@ -1,0 +1,23 @@
+"""The bad-input cases of python -m sweeper.history: damaged stores, unknown runs and commands, its SQL."""
+from tests import bad_input_files as files
+from tests.bad_input_base import BAD, OK, Case, history_with, run_with, store_with_garbage, with_run
+
+CASES = [
+    Case("history-list-null-partition", "2", ("--store", "{HIST}", "list"), OK, lines=0, command="history",
+         setup=history_with("null")),
+    Case("history-trend-null-partition", "2", ("--store", "{HIST}", "trend"), OK, lines=0, command="history",
+         setup=history_with("null")),
+    Case("history-list-damaged-partition", "9g", ("--store", "{HIST}", "list"), OK, "broken-0.parquet",
+         command="history", setup=history_with("garbage")),
+    Case("history-trend-damaged-partition", "9g", ("--store", "{HIST}", "trend"), OK, "broken-0.parquet",
+         command="history", setup=history_with("garbage")),
+    Case("history-append-damaged-trial-json", "9g", ("--store", "{HIST}", "append", "{RUN}"), BAD, "trial.json",
+         command="history", setup=run_with(files.truncated_json, "trials/*/trial.json")),
+    Case("history-append-into-damaged-store", "2, 9g", ("--store", "{R}/h2", "append", "{RUN}"), OK, lines=0,
+         command="history", setup=store_with_garbage),
+    Case("history-no-store", "9g", ("--store", "{T}/nostore", "list"), BAD, "--store", command="history"),
+    Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
+    Case("history-diff-unknown-runs", "9g", ("--store", "{HIST}", "diff", "a", "b"), BAD, "a",
+         command="history", setup=with_run),
+    Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
+]
