@@ -75,37 +75,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def sweep(args: List[str]) -> int:
-    from sweeper import run_mode
+    from sweeper import flags, run_mode
 
     exitcodes.reset()
     if run_mode.asked_for_run_mode(args):
         raise SystemExit(f"error: {run_mode.RUN_MODE}")
-    check_flags(args)
+    hydra_args = flags.checked(args)
     register_configs()
-    with cli.argv_as(run_mode.multirun_argv(args)), cli.hydra_raises():
+    with cli.argv_as(run_mode.multirun_argv(hydra_args)), cli.hydra_raises(), flags.package_found(args):
         _hydra_main()
     return exitcodes.code()
-
-
-def check_flags(args: List[str]) -> None:
-    """Hydra's own parser, read first: over an unknown flag, or an override after -m, it prints
-    its whole usage and then the error; here that error is one line."""
-    from hydra._internal.utils import get_args_parser
-
-    if "--version" in args:            # an action that prints and exits by itself
-        return
-    parser = get_args_parser()
-
-    def one_line(message: str):
-        placed = "; flags (-m, --cfg job, ...) go before the key=value overrides" if "unrecognized" in message else ""
-        raise SystemExit(f"error: {message}{placed}; see python -m sweeper --help")
-
-    parser.error = one_line
-    given = parser.parse_args(args)
-    if given.experimental_rerun is not None:        # Hydra's rerun of one job's pickle; a sweep has many
-        raise SystemExit("error: --experimental-rerun: not for sweeps; resume=latest runs what a run is missing")
-    if given.shell_completion and not any(o.split("=")[0] in ("install", "uninstall", "query") for o in given.overrides):
-        raise SystemExit("error: --shell-completion: give install=bash, uninstall=bash (or zsh, fish); see --hydra-help")
 
 
 def exit_with(code: int) -> None:

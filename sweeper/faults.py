@@ -38,14 +38,34 @@ def hydra_line(exc: BaseException) -> Optional[str]:
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
         return missing_config_line(exc.missing_cfg_file, exc.options or [])
     if isinstance(exc, OverrideParseException):
-        return (f"error: {exc.override}: not a valid override ({first_line(exc.message)}); quote a value "
-                "with brackets, braces or commas: key='value'")
+        return override_line(exc.override, exc.message)
     if not isinstance(exc, (HydraException, OmegaConfBaseException)):
         return None
     cause = omegaconf_cause(exc)
     if cause is not None and getattr(cause, "full_key", None):
         return key_line(cause)
     return composition_line(str(exc))
+
+
+NAME_KEYS = ("sweep.name", "run_id")     # keys that take a plain name (a folder under results_dir)
+
+
+def override_line(override: str, message: str) -> str:
+    """An override Hydra's grammar cannot read. Outside quotes it takes ASCII only: a name key says
+    which names are allowed, any other key how to quote its value."""
+    key, _, value = override.partition("=")
+    key = key.lstrip("+~")
+    if override.isascii():
+        return (f"error: {override}: not a valid override ({first_line(message)}); quote a value "
+                "with brackets, braces or commas: key='value'")
+    if not key.isascii():
+        return f"error: {key}: no such key (keys are ASCII); {KEYS_HINT}"
+    if key in NAME_KEYS:
+        from sweeper.schema._base import name_line
+
+        return f"error: {name_line(key, value.strip(chr(39) + chr(34)))}"
+    quoted = "quote each element that holds them: key=['...']" if value[:1] in "[{" else f"quote it: {key}='{value}'"
+    return f"error: {key}: {value!r} holds characters outside ASCII, which Hydra reads only inside quotes; {quoted}"
 
 
 def missing_config_line(missing: str, options) -> str:
@@ -76,7 +96,8 @@ def key_line(cause) -> str:
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and removed_line(key):
         return f"error: {key}: {removed_line(key)}"
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
-        return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {KEYS_HINT}"
+        hint = KEYS_HINT.replace("--cfg job", "--cfg hydra") if key.startswith("hydra.") else KEYS_HINT
+        return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {hint}"
     what = first_line(cause.msg or str(cause))
     if "is not Optional" in what or getattr(cause, "value", None) == "":
         return f"error: {key}: cannot be empty or null; give it a value ({KEYS_HINT})"

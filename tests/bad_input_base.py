@@ -4,7 +4,7 @@ The tables live by area (tests/bad_input_cli.py, _config, _paths, _data, _runs, 
 _commands, _overnight); tests/bad_input_cases.py joins them, and tests/test_bad_input.py runs them.
 A Case is a command line as a careless or hostile user types it, with `{T}` the case's scratch
 folder, `{R}` its results_dir (inside {T}), `{RUN}` a finished run copied into {R} when the setup
-asks for one, `{HIST}` {R}/history.
+asks for one, `{HIST}` {R}/history, `{PART}` a parquet file of it.
 """
 from __future__ import annotations
 

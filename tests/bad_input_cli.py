@@ -1,6 +1,6 @@
 """The bad-input cases of Hydra's own flags and the command line itself: one line, before Hydra runs or writes
 anything."""
-from tests.bad_input_base import BAD, QUICK, Case
+from tests.bad_input_base import BAD, OK, QUICK, Case, no_run_folder
 
 CASES = [
     Case("unparsable-override", "8", ("data.batch_size=[1,2",), BAD, "data.batch_size"),
@@ -13,5 +13,17 @@ CASES = [
     Case("multirun-flag-after-overrides", "8", (QUICK, "-m", "data.batch_size=2,4"), BAD, "data.batch_size=2,4"),
     Case("hydra-rerun-flag", "8", ("--experimental-rerun", "{T}/job.pickle"), BAD, "--experimental-rerun"),
     Case("shell-completion-bare", "8", ("--shell-completion",), BAD, "--shell-completion"),
+    Case("hydra-help-with-overrides", "audit", ("--hydra-help",), OK, lines=0),   # composed without our keys
+    Case("hydra-key-unknown", "audit", ("hydra.nosuch=1",), BAD, "hydra.nosuch: no such key in HydraConf; python -m "
+         "sweeper --cfg hydra"),
+    Case("cfg-package-unknown", "audit", ("--cfg", "job", "--package", "nosuch"), BAD, "--package nosuch"),
+    Case("package-without-cfg", "audit", ("--package", "data"), BAD, "--package data", check=no_run_folder),
+    Case("resolve-without-cfg", "audit", ("--resolve",), BAD, "--resolve"),
+    Case("shell-completion-query-outside-a-shell", "audit", ("--shell-completion", "query=bash"), BAD,
+         "--shell-completion query=bash"),
+    Case("shell-completion-unknown-shell", "audit", ("--shell-completion", "install=tcsh"), BAD,
+         "--shell-completion install=tcsh"),
+    Case("shell-completion-two-commands", "audit", ("--shell-completion", "install=bash", "uninstall=bash"), BAD,
+         "--shell-completion"),
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
 ]

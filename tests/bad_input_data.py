@@ -13,6 +13,7 @@ CASES = [
          setup=with_bytes("shard.tar", b"just some text\n" * 64)),
     Case("shards-missing", "intro", SMALL + ("data.url=/nonexistent/shard-{0000..0003}.tar",), BAD, "data.url"),
     Case("shards-range-mistyped", "intro", SMALL + ("data.url={T}/x-{0000..9999999}.tar", "dry_run=true"), BAD, "data.url"),
+    Case("data-url-not-ascii-unquoted", "audit", SMALL + ("data.url={T}/ü.tar",), BAD, "quote it: data.url='"),
     Case("data-url-a-directory", "9c", SMALL + ("data.url={T}/shards",), BAD, "data.url", setup=with_dir("shards")),
     Case("dali-mixed-without-a-gpu", "intro", ("data.loader=dali", "data.kind=images", "data.dali.decoder=mixed",
          "resources.gpus=0", "dry_run=true"), BAD, "data.dali.decoder"),

@@ -14,6 +14,8 @@ CASES = [
     Case("resume-dotdot", "1c", (QUICK, "resume=../../victim"), BAD, "resume", setup=with_victim, check=victim_intact),
     Case("sweep-name-empty", "1", (QUICK, "sweep.name="), BAD, "sweep.name"),
     Case("sweep-name-with-slash", "1", (QUICK, "sweep.name=a/b"), BAD, "sweep.name"),
+    Case("sweep-name-not-ascii", "audit", (QUICK, "sweep.name=nüm"), BAD, "sweep.name: must be a plain name of ASCII"),
+    Case("run-id-not-ascii", "audit", (QUICK, "run_id=lauf-ü"), BAD, "run_id: must be a plain name of ASCII"),
     Case("sweep-name-300-chars", "9e", (QUICK, f"sweep.name={LONG_NAME}"), BAD, "sweep.name"),
     Case("run-id-taken", "3", (QUICK, "run_id=fixed"), OK, lines=0, setup=lambda ctx: ctx.copy_run("fixed"),
          check=two_runs),

@@ -58,8 +58,9 @@ class Ctx:
         self.held.append(thing)
 
     def fill(self, text: str) -> str:
+        part = next((self.R / "history").rglob("*.parquet"), None)     # a file of the history store
         for key, value in (("{T}", self.T), ("{R}", self.R), ("{RUN}", self.run), ("{HIST}", self.R / "history"),
-                           ("{PORT}", self.port)):
+                           ("{PORT}", self.port), ("{PART}", part)):
             text = text.replace(key, str(value))
         return text
 
@@ -69,7 +70,9 @@ class Ctx:
             return args
         given = {a.split("=", 1)[0].lstrip("+") for a in args}
         base = [a for a in (f"results_dir={self.R}", *BASE) if a.split("=", 1)[0] not in given]
-        return base + args
+        # a case that starts with Hydra's flags keeps them first: overrides on both sides of a flag are a
+        # mistake of their own (multirun-flag-after-overrides)
+        return args + base if args and args[0].startswith("-") else base + args
 
 
 # -- the session's shared files ---------------------------------------------------------------

@@ -40,10 +40,18 @@ def name_problem(value: Any) -> Optional[str]:
     if "/" in text or "\\" in text or ".." in text:
         return f"must be a plain name, not a path, got {text!r}"
     if not _NAME.fullmatch(text):
-        return f"must be a plain name of letters, digits, '.', '_' and '-', starting with a letter or digit, got {text!r}"
+        return (f"must be a plain name of ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, "
+                f"got {text!r}")
     return None
 
 
-def _require_name(key: str, value: Any) -> None:
+def name_line(key: str, value: Any) -> Optional[str]:
+    """The line that refuses `value` for a key that takes a plain name, or None."""
     problem = name_problem(value)
-    _require(problem is None, key, f"{problem}; give a short name such as nightly-loaders")
+    return None if problem is None else f"{key}: {problem}; give a short name such as nightly-loaders"
+
+
+def _require_name(key: str, value: Any) -> None:
+    line = name_line(key, value)
+    if line is not None:
+        raise ConfigError(line)

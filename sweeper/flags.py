@@ -1,0 +1,109 @@
+"""Hydra's own flags on `python -m sweeper`, read before Hydra runs.
+
+Hydra prints its whole usage over an unknown flag, raises a KeyError when a shell's completion
+is asked for outside a shell, silently ignores --package without --cfg (and runs the sweep),
+exits 1 with a bare line for a --package that names nothing, and composes --hydra-help without
+sweeper's config (so any override of sweeper's keys fails there). Here each is one line, exit 2,
+or Hydra's help as asked.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from typing import Iterator, List
+
+HELP = "see python -m sweeper --help"
+SHELLS = ("bash", "zsh", "fish")
+PACKAGES = {"job": "data or data.dali", "hydra": "hydra.job or hydra.sweep", "all": "data or hydra.job"}
+COMPLETION = ("install", "uninstall", "query")
+
+
+def checked(args: List[str]) -> List[str]:
+    """The command line to hand Hydra; a misused flag of Hydra's raises SystemExit with its line."""
+    if "--version" in args:            # an action that prints and exits by itself
+        return args
+    given = parse(args)
+    if given.experimental_rerun is not None:        # Hydra's rerun of one job's pickle; a sweep has many
+        raise SystemExit("error: --experimental-rerun: not for sweeps; resume=latest runs what a run is missing")
+    if given.shell_completion:
+        check_completion(given.overrides)
+    check_cfg_options(given)
+    return hydra_help_args(args, given.overrides) if given.hydra_help else args
+
+
+def parse(args: List[str]):
+    """Hydra's own parser, with its usage errors (the whole usage, then the error) as one line."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+
+    def one_line(message: str):
+        placed = "; flags (-m, --cfg job, ...) go before the key=value overrides" if "unrecognized" in message else ""
+        raise SystemExit(f"error: {message}{placed}; {HELP}")
+
+    parser.error = one_line
+    return parser.parse_args(args)
+
+
+def check_completion(overrides: List[str]) -> None:
+    """One of install=, uninstall=, query= and a shell Hydra completes; query only from the shell."""
+    asked = [o.partition("=") for o in overrides if o.partition("=")[0] in COMPLETION]
+    if len(asked) != 1:
+        raise SystemExit("error: --shell-completion: give one of install=bash, uninstall=bash or query=bash "
+                         "(or zsh, fish); see --hydra-help")
+    what, _, shell = asked[0]
+    if shell not in SHELLS:
+        wrong = f"no completion for {shell}" if shell else "name the shell"
+        raise SystemExit(f"error: --shell-completion {what}={shell}: {wrong}; give {what}=bash, {what}=zsh or "
+                         f"{what}=fish")
+    if what == "query" and "COMP_LINE" not in os.environ:
+        raise SystemExit(f"error: --shell-completion query={shell}: only the shell runs this, as it completes a "
+                         f"line (COMP_LINE is not set); to turn completion on, use install={shell} (see --hydra-help)")
+
+
+def check_cfg_options(given) -> None:
+    """--package and --resolve shape what --cfg shows; without it Hydra ignores the one (and runs
+    the sweep) and raises a ValueError over the other."""
+    if given.cfg is not None:
+        return
+    if given.package is not None:
+        raise SystemExit(f"error: --package {given.package}: only picks the part of the config that --cfg shows; "
+                         f"add --cfg job (e.g. python -m sweeper --cfg job --package data), or leave it out")
+    if given.resolve and not given.help:
+        raise SystemExit("error: --resolve: only resolves the ${...} values of the config --cfg or --help shows; "
+                         "add --cfg job, or leave it out")
+
+
+def hydra_help_args(args: List[str], overrides: List[str]) -> List[str]:
+    """--hydra-help is Hydra's help about Hydra's own flags: Hydra composes it without sweeper's
+    config, so overrides of sweeper's keys (the rest of a command line) would each fail as an
+    unknown key. They do not change that help: it is shown without them."""
+    ours = {o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))}
+    return [a for a in args if a not in ours]
+
+
+@contextlib.contextmanager
+def package_found(args: List[str]) -> Iterator[None]:
+    """For --cfg ... --package P, Hydra writes "package 'P' not found in config" and exits 1 when P
+    names no section of the config (or a key whose value is null): here that is one line."""
+    given = parse(args) if "--version" not in args else None
+    if given is None or given.cfg is None or given.package is None:
+        yield
+        return
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            yield
+    except SystemExit as exc:
+        if exc.code == 1 and "not found in config" in said.getvalue():
+            raise SystemExit(f"error: --package {given.package}: no such part of the {given.cfg} config, or its "
+                             f"value is null; give a dotted key such as {PACKAGES[given.cfg]} (python -m "
+                             f"sweeper --cfg {given.cfg} shows the whole config)") from None
+        sys.stderr.write(said.getvalue())
+        raise
+    except BaseException:
+        sys.stderr.write(said.getvalue())
+        raise
+    sys.stderr.write(said.getvalue())
