@@ -19,5 +19,17 @@ CASES = [
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
     Case("history-diff-unknown-runs", "9g", ("--store", "{HIST}", "diff", "a", "b"), BAD, "a",
          command="history", setup=with_run),
+    Case("history-store-after-the-command", "audit", ("list", "--store", "{HIST}"), OK, lines=0, command="history",
+         setup=with_run),
+    Case("history-sql-copy-to", "audit", ("--store", "{HIST}", "sql", "COPY (SELECT 1) TO '{T}/out.csv'"), BAD,
+         "read-only", command="history", setup=with_run),
+    Case("history-sql-reads-a-file", "audit", ("--store", "{HIST}", "sql", "SELECT * FROM read_csv('/etc/passwd')"),
+         BAD, "read-only", command="history", setup=with_run),
+    Case("history-sql-attach", "audit", ("--store", "{HIST}", "sql", "ATTACH '{T}/db.duckdb' AS db"), BAD,
+         "read-only", command="history", setup=with_run),
+    Case("history-sql-install", "audit", ("--store", "{HIST}", "sql", "INSTALL httpfs"), BAD, "read-only",
+         command="history", setup=with_run),
+    Case("history-sql-history-file-overwritten", "audit", ("--store", "{HIST}", "sql", "COPY (SELECT 1 AS a) TO "
+         "'{PART}' (USE_TMP_FILE false)"), BAD, "read-only", command="history", setup=with_run),
     Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
 ]

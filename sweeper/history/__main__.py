@@ -27,15 +27,24 @@ class _Parser(argparse.ArgumentParser):
         raise SweeperError(f"{message} (python -m sweeper.history --help)")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m sweeper.history", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", default=None, help="the history store (default: results/history; with "
+def _common(parser: argparse.ArgumentParser, default=None) -> argparse.ArgumentParser:
+    """The options of every command. Given after the command too (`list --store DIR`), where their
+    default is SUPPRESS: a command's parser would otherwise reset what came before it."""
+    keep = {} if default is None else {"default": default}
+    parser.add_argument("--store", **keep, help="the history store (default: results/history; with "
                         "morning --night, the store that night's sweeps appended to)")
-    parser.add_argument("--machine", help="only this machine (as `list` names it)")
-    parser.add_argument("--sweep", help="only this sweep")
-    parser.add_argument("--alert-ratio", type=float, default=1.15, help="alert when 1.15x worse (default)")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--machine", **keep, help="only this machine (as `list` names it)")
+    parser.add_argument("--sweep", **keep, help="only this sweep")
+    parser.add_argument("--alert-ratio", type=float, default=1.15 if default is None else default,
+                        help="alert when 1.15x worse (default)")
+    return parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _common(_Parser(prog="python -m sweeper.history", description=__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter))
+    common = _common(argparse.ArgumentParser(add_help=False), default=argparse.SUPPRESS)
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, parser_class=_Parser), common)
     sub.add_parser("list", help="every run in the store")
     trend = sub.add_parser("trend", help="each cell's figure over nights, with change points and alerts")
     trend.add_argument("--metric", choices=("throughput", "p95"), default="throughput")
@@ -55,6 +64,16 @@ def _parser() -> argparse.ArgumentParser:
     sql = sub.add_parser("sql", help="a SQL query over the store's files in place (DuckDB; the table is `history`)")
     sql.add_argument("query")
     return parser
+
+
+class _Subcommands:
+    """add_subparsers' object, each command given the common options as well."""
+
+    def __init__(self, actions, common: argparse.ArgumentParser):
+        self.actions, self.common = actions, common
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        return self.actions.add_parser(name, parents=[self.common], **kwargs)
 
 
 def _settings(args):

@@ -3,11 +3,17 @@
     python -m sweeper.history sql "SELECT cell, PERCENTILE_CONT(0.95) WITHIN GROUP (ORDER BY p95)
                                    FROM history GROUP BY cell"
 
-The store's files are the view `history` (one row per cell per night, the columns of
+The store's files are the table `history` (one row per cell per night, the columns of
 sweeper/history/schema.py, plus `machine` and `sweep` from the folders). DuckDB runs in
 memory: there is no database file, so there is no lock, and sweeps go on appending while a
 query runs (a query sees the files that were there when it started). A file that cannot be
 read is named once and left out, as `read` does. DuckDB is an extra: pip install 'sweeper[sql]'.
+
+The query reads the history and nothing else: the files are read into memory first, then
+DuckDB's own settings shut every file, network and extension out (enable_external_access off,
+then lock_configuration on, which refuses the SET that would undo it). So COPY ... TO, ATTACH,
+INSTALL/LOAD and read_csv('/etc/...') are refused in one line. DuckDB's allowed_paths would
+have kept the files in place, but it lets a query write to them too (COPY ... TO one of them).
 """
 from __future__ import annotations
 
@@ -29,8 +35,16 @@ def _duckdb():
     return duckdb
 
 
+# run in this order: the last two shut out everything the first did not read
+SHUT_OUT = ("SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+            "SET enable_external_access = false", "SET lock_configuration = true")
+READ_ONLY = (f"the history's SQL is read-only and reads the table {VIEW}, nothing else (no files, COPY ... TO, ATTACH, INSTALL, "
+             f"LOAD or SET); query {VIEW}, and redirect the output to keep it")
+
+
 def connect(root: Path):
-    """An in-memory DuckDB connection with the store's usable files as the view `history`."""
+    """An in-memory DuckDB connection holding the store's usable files as the table `history`,
+    with no access to anything else."""
     from sweeper.history import schema
 
     duckdb = _duckdb()
@@ -40,9 +54,16 @@ def connect(root: Path):
         raise SweeperError(f"--store {root} holds no history files to query")
     con = duckdb.connect(":memory:")
     listed = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM read_parquet([{listed}], hive_partitioning=true, "
+    con.execute(f"CREATE TABLE {VIEW} AS SELECT * FROM read_parquet([{listed}], hive_partitioning=true, "
                 f"union_by_name=true, hive_types={{'machine': VARCHAR, 'sweep': VARCHAR}})")
+    for statement in SHUT_OUT:
+        con.execute(statement)
     return con
+
+
+def _refused(duckdb, exc: Exception) -> bool:
+    """Whether DuckDB refused the query for reaching outside the history (or changing its settings)."""
+    return isinstance(exc, duckdb.PermissionException) or "configuration has been locked" in str(exc)
 
 
 def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
@@ -55,7 +76,10 @@ def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
             raise SweeperError(f'sql: no statement in {sql!r}; give one, e.g. "SELECT * FROM {VIEW} LIMIT 5"')
         return [d[0] for d in cursor.description or []], cursor.fetchall()
     except duckdb.Error as exc:
-        raise SweeperError(f"sql: {str(exc).strip().splitlines()[0]}") from None
+        said = str(exc).strip().splitlines()[0]
+        if _refused(duckdb, exc):
+            raise SweeperError(f"sql: {said}; {READ_ONLY}") from None
+        raise SweeperError(f"sql: {said}") from None
     finally:
         con.close()
 
