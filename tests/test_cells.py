@@ -322,6 +322,19 @@ def test_nothing_detectably_faster_keeps_the_baseline():
     assert any(line.startswith("best point estimate: num_workers=1") for line in lines)
 
 
+@pytest.mark.parametrize("objective", ["throughput", "fastest", "cost"])
+def test_a_baseline_without_a_successful_repeat_gets_no_recommendation(objective):
+    """Every gain is relative to the baseline: with all its repeats failed, nothing is recommended
+    and the one line says why (it read "seed=4: - faster than the baseline (128 vs - items/s)")."""
+    summary = _summary({"c0": [None, None, None], "c1": _around(0.010, 3, seed=1), "c2": _around(0.008, 3, seed=2)})
+    cfg = AnalysisConfig(objective=objective)
+    a = analyze(summary, EMPTY, cfg)
+    assert a.recommendation.cell_id is None and a.recommendation.baseline_failed
+    assert recommend.recommendation_lines(a) == [
+        "no recommendation: the baseline num_workers=0 has no successful repeat, so no cell can be compared with it; "
+        "see why its trials failed (their trial.json), then run the sweep again"]
+
+
 def test_per_item_objective_when_batch_size_is_swept():
     # same step time, twice the items per step: the step-time verdict sees no change,
     # the recommendation ranks by time per item

@@ -55,6 +55,7 @@ class Recommendation:
     cost_unit: str = ""                # objective "cost": tokens or samples (per million)
     throughput_verdict: str = ""       # objective "cost": the chosen cell's throughput verdict
     tied: List[str] = field(default_factory=list)   # objective "fastest": the cells tied with the fastest
+    baseline_failed: bool = False      # the baseline (`cell`) has no successful repeat: nothing to compare with
 
 
 def _objective(analysis) -> str:
@@ -121,6 +122,9 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
     cells = analysis.cells
     if cells.empty or analysis.baseline_id is None or analysis.verdicts.empty:
         return None
+    unjudged = _baseline_without_result(analysis)
+    if unjudged is not None:
+        return unjudged
     if cfg.objective == "cost":
         return _with_loader(recommend_cost(analysis, cfg), analysis)
     if cfg.objective == FASTEST:
@@ -154,6 +158,18 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
     if best_guess != chosen:
         rec.runner_up = _runner_up(table.loc[best_guess])
     return _with_loader(rec, analysis)
+
+
+def _baseline_without_result(analysis) -> Optional[Recommendation]:
+    """The recommendation of a run whose baseline has no successful repeat (every one failed):
+    none, for any objective, since every gain and verdict is relative to the baseline."""
+    base = analysis.cells.loc[analysis.cells["cell_id"] == analysis.baseline_id]
+    if len(base) and int(base["repeats"].iloc[0]) > 0:
+        return None
+    label = str(base["cell"].iloc[0]) if len(base) else str(analysis.baseline_id)
+    return Recommendation(cell_id=None, cell=label, objective=analysis.metric, value=math.nan, gain=math.nan,
+                          gain_low=math.nan, gain_high=math.nan, verdict="", is_baseline=False,
+                          items_label=analysis.workload.items_label, baseline_failed=True)
 
 
 def recommendation_lines(analysis) -> List[str]:
@@ -286,6 +302,9 @@ def format_recommendation(rec: Optional[Recommendation]) -> List[str]:
     """The recommendation as text lines, for the terminal, report.md, report.html and W&B."""
     if rec is None:
         return ["no recommendation: no cell finished, or there is no baseline"]
+    if rec.baseline_failed:
+        return [f"no recommendation: the baseline {rec.cell} has no successful repeat, so no cell can be compared "
+                "with it; see why its trials failed (their trial.json), then run the sweep again"]
     lines = [f"constraints: {', '.join(rec.applied) or 'none'}"] + [f"note: {i}" for i in rec.ignored]
     if rec.excluded:
         lines.append(f"excluded by the constraints: {'; '.join(rec.excluded)}")
