@@ -8,7 +8,8 @@ Anything else returns None: it is a bug in sweeper and keeps its traceback.
 
 Apart from these, `no_room_line`: a write the machine refused because its disk is full or over
 quota. Neither the user's input nor a bug: its own exit code (exitcodes.NO_ROOM), and the
-folder it was writing to, so that an unattended run says what to free.
+folder it was writing to, so that an unattended run says what to free. And `node_lost_line`: the
+local Ray node a sweep started stopped under it (exitcodes.NODE_LOST).
 """
 from __future__ import annotations
 
@@ -197,6 +198,24 @@ def human_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+# -- the local Ray node, gone ----------------------------------------------------------
+def node_lost_line(what: str, logs: Optional[str], kept: int, cut_short: int, not_started: int) -> str:
+    """The line for a sweep whose local Ray node stopped: how (`what`: its raylet was killed ...),
+    where Ray's logs are, and what became of the trials."""
+    where = f"; Ray's logs: {logs}" if logs else ""
+    fates = [f"{_trials(kept, 'finished trial')} {'is' if kept == 1 else 'are'} kept"]
+    if cut_short:
+        fates.append(f"{_trials(cut_short, 'trial')} it ran {'was' if cut_short == 1 else 'were'} cut short")
+    if not_started:
+        fates.append(f"{not_started} did not start")
+    rest = "; run the command again with resume=latest to run them" if cut_short or not_started else ""
+    return f"error: the local Ray node stopped mid-sweep ({what}{where}); {', '.join(fates)}{rest}"
+
+
+def _trials(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # -- files ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, FrozenSet, Optional, Sequence
 
 from sweeper._zygote import STOP_GRACE_S, socket_address
 from sweeper.record import TrialRecord
@@ -47,6 +47,20 @@ def scratch_root(spec: Dict[str, Any]) -> Optional[str]:
     the system's temporary folder."""
     root = spec.get("scratch_root")
     return root if root and os.path.isdir(root) else None
+
+
+def scratch_prefix(trial_id: str) -> str:
+    """A trial's scratch folder's name, less mkdtemp's random tail: present while its host runs."""
+    return f"sweeper-{trial_id}-"
+
+
+def hosted_in(root: Optional[str], trial_ids) -> FrozenSet[str]:
+    """Those of `trial_ids` whose host runs now with its scratch folder in `root` (the driver's)."""
+    try:
+        names = os.listdir(root) if root else []
+    except OSError:
+        return frozenset()
+    return frozenset(t for t in trial_ids if any(n.startswith(scratch_prefix(t)) for n in names))
 
 
 def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -139,7 +153,7 @@ class TrialHost:
 
     def _run(self, spec: Dict[str, Any], timeout_s: float, env: Dict[str, str]) -> Outcome:
         self._ensure_zygote()
-        scratch = Path(tempfile.mkdtemp(prefix=f"sweeper-{spec['trial_id']}-", dir=scratch_root(spec)))
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(spec['trial_id']), dir=scratch_root(spec)))
         conn = self._connect()
         try:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))

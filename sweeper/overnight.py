@@ -258,7 +258,8 @@ def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full:
 
 def _status_of(code: int) -> str:
     return {exitcodes.OK: "ok", exitcodes.TRIALS_FAILED: "failed trials", exitcodes.USAGE: "bad input",
-            exitcodes.NO_ROOM: "disk full", exitcodes.INTERRUPTED: "interrupted"}.get(code, f"exit {code}")
+            exitcodes.NO_ROOM: "disk full", exitcodes.NODE_LOST: "node lost",
+            exitcodes.INTERRUPTED: "interrupted"}.get(code, f"exit {code}")
 
 
 def _skipped_trials(run: Path) -> List[Dict[str, Any]]:

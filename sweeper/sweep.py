@@ -1,5 +1,5 @@
 """The trial loop: submit through an executor, stream records back, retries, OOM shrinking,
-the window, the deadline, the rounds of repeats=auto and interrupts.
+the window, the deadline, the rounds of repeats=auto, interrupts and the loss of the local Ray node.
 
 Each trial's record is redacted once as it ends, written at once (so an interrupted sweep
 keeps what finished), shown, and handed to the trial publishers.
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sweeper import display, exitcodes
-from sweeper.executors.base import Executor, TrialLost
+from sweeper.executors.base import Executor, NodeLost, TrialLost
+from sweeper.faults import node_lost_line
 from sweeper.interrupts import deferred, interrupted, stop_signals
 from sweeper.plan import ClusterShape, Trial, shrunk
 from sweeper.progress import Progress
@@ -138,13 +139,15 @@ class Sweep:
                                "resume=latest runs the rest")
             self.cancel_all()
             return code
+        except NodeLost as lost:
+            return self.stop_for_lost_node(lost)
         finally:
             if self.progress is not None:
                 self.progress.close()
             if self.summary_stale:
                 self.write_summary()
-            if self.root.overnight.deadline is not None:
-                self.write_skipped()
+            if self.root.overnight.deadline is not None or self.skipped or (self.run / "skipped.json").exists():
+                self.write_skipped()             # a resumed run's list says what is still not started
 
     def _interrupt(self, signum, frame):
         """Ctrl-C and SIGTERM raise KeyboardInterrupt and leave a flag the loop checks between
@@ -167,6 +170,9 @@ class Sweep:
             done = self.executor.wait(list(self.pending), WAIT_S)
             if self.stop.is_set():
                 raise KeyboardInterrupt
+            lost = self.executor.node_lost()
+            if lost is not None:                 # before a lost trial is retried on a node that is gone
+                raise lost
             for handle in done:
                 self.handle(handle, self.pending.pop(handle))
             self.fill()
@@ -193,11 +199,15 @@ class Sweep:
         """The night is over: what is queued does not start, and says so."""
         left = [t for group in self.queue for t in group]
         self.queue.clear()
-        self.skipped += [{"trial_id": t.trial_id, "cell_id": t.cell_id, "repeat": t.repeat,
-                          "overrides": list(t.overrides), "reason": "deadline"} for t in left]
+        self.skip(left, "deadline")
         print(f"budget: the deadline passed; {len(left)} trial(s) not started "
               f"(listed in {self.run / 'skipped.json'}): {' '.join(t.trial_id for t in left[:8])}"
               f"{' ...' if len(left) > 8 else ''}", file=sys.stderr, flush=True)
+
+    def skip(self, trials: List[Trial], reason: str) -> None:
+        """Trials that do not start, for skipped.json (the night's manifest lists them too)."""
+        self.skipped += [{"trial_id": t.trial_id, "cell_id": t.cell_id, "repeat": t.repeat,
+                          "overrides": list(t.overrides), "reason": reason} for t in trials]
 
     def write_skipped(self) -> None:
         self.run.mkdir(parents=True, exist_ok=True)
@@ -272,6 +282,37 @@ class Sweep:
         write_summary(self.run, self.records.values())
         self.summary_at, self.summary_stale = time.monotonic(), False
 
+    def stop_for_lost_node(self, lost: NodeLost) -> int:
+        """The local Ray node died: what came back is kept as it is, each trial the node was running
+        is a row that says so, and those that never started are listed in skipped.json, as the
+        deadline's are (resume=latest runs both). Nothing more is submitted."""
+        cut = 0
+        for handle in self.executor.wait(list(self.pending), 0, all_ready=True):
+            cut += self.keep_or_lost(handle, self.pending.pop(handle), lost)
+        running = [a for a in self.pending.values() if a.trial.trial_id in lost.running]
+        for attempt in running:
+            self.finish(node_died(attempt.spec, lost), attempt, {})
+        left = [a.trial for a in self.pending.values() if a.trial.trial_id not in lost.running]
+        left += [t for group in self.queue for t in group]
+        self.skip(left, "node lost")
+        self.pending.clear()
+        self.queue.clear()
+        cut += len(running)
+        print(node_lost_line(lost.what, lost.logs, len(self.records) - cut, cut, len(left)),
+              file=sys.stderr, flush=True)
+        return exitcodes.NODE_LOST
+
+    def keep_or_lost(self, handle: Any, attempt: Attempt, lost: NodeLost) -> int:
+        """A trial that ended as the node died: its record if it came back (0), else a row saying
+        the node died (1). Not retried: there is no node to run it on."""
+        try:
+            outcome = self.executor.outcome(handle)
+        except TrialLost:
+            self.finish(node_died(attempt.spec, lost), attempt, {})
+            return 1
+        self.finish(outcome.record, attempt, outcome.files)
+        return 0
+
     def cancel_all(self) -> None:
         """Keeps what finished meanwhile and records the rest as cancelled."""
         for handle in self.executor.wait(list(self.pending), 0, all_ready=True) if self.pending else []:
@@ -293,3 +334,9 @@ class Sweep:
         except Exception as exc:   # cancelled or lost on the way: record it so
             self.finish(TrialRecord.for_spec(attempt.spec, status="cancelled", error_type=type(exc).__name__,
                                              error_message="the sweep was interrupted"), attempt, {})
+
+
+def node_died(spec: Dict[str, Any], lost: NodeLost) -> TrialRecord:
+    return TrialRecord.for_spec(spec, status="failed", error_type="NodeDied", pid=None,
+                                error_message=f"the local Ray node stopped while this trial ran ({lost.what}); "
+                                              f"resume=latest runs it again")

@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -491,3 +492,51 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     assert all(r["error_type"] == "TrialKilled" and "zygote exited while this trial ran" in r["error_message"]
                for r in killed), [(r["error_type"], r["error_message"]) for r in killed]
     assert "\x1b[" not in "".join(lines) + out
+
+
+def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resume_runs_the_rest(tmp_path):
+    """The OOM killer takes the sweep's own raylet (a real SIGKILL to that pid, found in the driver's
+    process tree). It used to be noticed only after Ray's 15-20 s heartbeat timeout, with Ray's log
+    dump twice on the terminal and every trial not yet run written as a failed row."""
+    started = tmp_path / "started"
+    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick_announced",
+           f"+workload.params.started_dir={started}", "+workload.params.sleep_s=0.5", "workload.steps=4",
+           "workload.warmup_steps=0", "workload.seed=range(0,6)", "resources.isolation=pack", "resources.cpus=1",
+           "ray.num_cpus=2", "wandb.enabled=false", "history.enabled=false", "report.enabled=false"]
+    driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in driver.stdout:           # one trial done, and the next ones running
+        lines.append(line)
+        if line.startswith("[1/6]"):
+            break
+    wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=60)
+    tree = psutil.Process(driver.pid).children(recursive=True)
+    raylet = [p for p in tree if p.name() == "raylet"]
+    assert len(raylet) == 1, lines
+    raylet[0].kill()
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 69, "".join(lines) + out[-3000:] + err[-3000:]
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: the local Ray node stopped mid-sweep (its raylet was killed by SIGKILL"), line
+    assert line.endswith("run the command again with resume=latest to run them"), line
+    assert Path(line.split("Ray's logs: ")[1].split(")")[0]).is_dir()       # kept, for the logs it names
+    assert "[state-dump]" not in "".join(lines) + out and "\x1b[" not in "".join(lines) + out
+    assert zygotes_and_trials_alive([p.pid for p in tree]) == []
+    run = only_run(tmp_path)
+    rows = {r["trial_id"]: r for r in read_records(run)}
+    skipped = json.loads((run / "skipped.json").read_text())
+    cut = [r for r in rows.values() if r["status"] != "ok"]
+    assert 1 <= len(cut) <= 2 and all(r["error_type"] == "NodeDied" for r in cut), cut   # only what ran
+    assert {s["reason"] for s in skipped} == {"node lost"} and len(rows) + len(skipped) == 6
+    assert not {s["trial_id"] for s in skipped} & set(rows)
+    kept = {t: (run / "trials" / t / "trial.json").read_bytes() for t, r in rows.items() if r["status"] == "ok"}
+    assert re.search(rf"; {len(kept)} finished trials? (is|are) kept, {len(cut)} trials? it ran (was|were) cut short, "
+                     rf"{len(skipped)} did not start;", line), line
+    again = subprocess.run(cmd + ["resume=latest"], cwd=tmp_path, env=sweeper_env(tmp_path), capture_output=True,
+                           text=True, timeout=240)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{len(kept)} trial(s) already finished, {6 - len(kept)} to run" in again.stdout
+    assert all(r["status"] == "ok" for r in read_records(run)) and len(read_records(run)) == 6
+    assert kept == {t: (run / "trials" / t / "trial.json").read_bytes() for t in kept}
+    assert json.loads((run / "skipped.json").read_text()) == []

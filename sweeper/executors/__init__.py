@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional, Sequence
 
-from sweeper.executors.base import Executor, TrialLost
+from sweeper.executors.base import Executor, NodeLost, TrialLost
 from sweeper.timeline import mark
 
-__all__ = ["Executor", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]
+__all__ = ["Executor", "NodeLost", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]
 
 _EARLY: Optional[Executor] = None      # begun by begin_early, not yet taken by make_executor
 _ARMED = False                         # inside the launcher's head_start

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence
 
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
@@ -16,6 +16,16 @@ class TrialLost(Exception):
         message = re.sub(r"\x1b\[[0-9;]*m", "", message)
         super().__init__(message)
         self.error_type, self.message = error_type, message
+
+
+class NodeLost(Exception):
+    """The local Ray node this sweep started has stopped (its raylet or GCS server exited): nothing
+    more can run on it. `what` says which process and how it ended; `logs`, the session folder
+    kept for Ray's own account; `running`, the trials whose host was running on the node then."""
+
+    def __init__(self, what: str, logs: Optional[str], running: FrozenSet[str] = frozenset()):
+        super().__init__(what)
+        self.what, self.logs, self.running = what, logs, running
 
 
 class Executor:
@@ -46,6 +56,11 @@ class Executor:
 
     def cancel(self, handles: Sequence[Any]) -> None:
         raise NotImplementedError
+
+    def node_lost(self) -> Optional[NodeLost]:
+        """Whether the node this executor started and runs every trial on has stopped (None: it
+        has not, or the executor started none: a cluster it only attached to keeps Ray's ways)."""
+        return None
 
     def close(self) -> None:
         pass

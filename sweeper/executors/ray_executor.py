@@ -10,7 +10,8 @@ on Ray), while the jobs are composed and planned; `start` waits for it. `ray.ini
 thread that lives as long as the executor: Ray's processes die with the thread that started
 them (PR_SET_PDEATHSIG), so that thread ends only once they are gone. A local Ray this driver
 started is ended at once by `close` (SIGKILL to its process tree; the records are written by
-then), not by Ray's graceful shutdown, which held the prompt for seconds.
+then), not by Ray's graceful shutdown, which held the prompt for seconds. Its raylet and GCS server
+are watched (sweeper/executors/nodewatch.py): `node_lost` says at once when they are gone.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
-from sweeper.executors.base import Executor, TrialLost
+from sweeper.executors.base import Executor, NodeLost, TrialLost
 from sweeper.executors.starter import Starter
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
@@ -132,6 +133,8 @@ class RayExecutor(Executor):
         self.lost = False                      # unless Ray lost a trial: then its logs say why
         self.remote = None
         self.starter: Optional[Starter] = None
+        self.watch = None                      # a local Ray's raylet and GCS server (nodewatch.NodeWatch)
+        self.submitted: Dict[str, Optional[str]] = {}    # trial id -> the driver's scratch folder it was given
 
     # -- the cluster ------------------------------------------------------------------
     def begin(self) -> None:
@@ -165,10 +168,12 @@ class RayExecutor(Executor):
         self.started_ray = self._connect()
         mark("ray_ready")
         if self.started_ray:
+            from sweeper.executors.nodewatch import NodeWatch, vital_processes
             from sweeper.rayguard import guard_local_ray
 
             self.session = ray_session_dir()
             self.guard = guard_local_ray(self.session)        # Ray's processes end with this driver, even on SIGKILL
+            self.watch = NodeWatch(vital_processes(), self._hosted)
 
     def _connect(self) -> bool:
         """Starts a local Ray (returns True) or attaches to `ray.address`."""
@@ -189,7 +194,10 @@ class RayExecutor(Executor):
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
-        with _lean_local_start(one_worker=not self.cfg.runtime_env) as prestart:   # a job's runtime_env: not that worker
+        from sweeper.executors.nodewatch import quiet_node_death
+
+        lean = _lean_local_start(one_worker=not self.cfg.runtime_env)     # a job's runtime_env: not that worker
+        with lean as prestart, quiet_node_death():        # the node's death is the driver's one line, not Ray's 44
             ray.init(address="local", num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,   # ours, not a cluster found here
                      _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
                      **kwargs)
@@ -223,7 +231,21 @@ class RayExecutor(Executor):
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=trial.node, soft=False)
         task = self.remote.options(**options)
+        self.submitted[trial.trial_id] = spec.get("scratch_root")
         return task.remote(spec, trial.config.resources.timeout_s, node_zygote)
+
+    def _hosted(self):
+        """The trials whose host runs on this machine now (each has its scratch folder)."""
+        from sweeper.isolation import hosted_in
+
+        return frozenset().union(*(hosted_in(root, [t for t, r in self.submitted.items() if r == root])
+                                   for root in set(self.submitted.values())))
+
+    def node_lost(self) -> Optional[NodeLost]:
+        if self.watch is None or self.watch.what is None:
+            return None
+        self.lost = True                               # its session folder stays: Ray's logs of the node
+        return NodeLost(self.watch.what, self.session, self.watch.running)
 
     def wait(self, handles: Sequence[Any], timeout_s: float, all_ready: bool = False) -> List[Any]:
         import ray
@@ -238,7 +260,7 @@ class RayExecutor(Executor):
         import ray
 
         try:
-            return ray.get(handle, timeout=30)
+            return ray.get(handle, timeout=30 if self.node_lost() is None else 2)   # not from a dead node's store
         except (ray.exceptions.RayError, TimeoutError) as exc:   # the worker or its node died
             self.lost = True
             raise TrialLost(type(exc).__name__, str(exc)[-2000:]) from None
@@ -259,7 +281,9 @@ class RayExecutor(Executor):
         try:
             if self.starter is not None and not self.cfg.address:   # an attach starts nothing: not waited on
                 self.starter.finished()
-            ending = _disconnect_local_ray() if self.started_ray else None
+            if self.watch is not None:
+                self.watch.close()                       # before Ray's processes are ended here
+            ending = _disconnect_local_ray(self.session if self.node_lost() else None) if self.started_ray else None
             if self.zygote is not None:      # only now: a trial it ends would be an error Ray prints
                 self.zygote.kill()
             if ending is not None:
@@ -332,18 +356,19 @@ def _with_one_prestarted_worker(start_process):
     return start
 
 
-def _disconnect_local_ray():
+def _disconnect_local_ray(orphaned: Optional[str] = None):
     """Disconnects this driver from the local Ray it started; returns what `_end_processes`
     ends. Ray's own shutdown asks each process to end in turn and waits for it: seconds, with
-    the prompt held."""
+    the prompt held. `orphaned`: the session folder of a node whose raylet died, whose workers
+    and agents it had started are no longer below it."""
     import ray
     from ray._private import worker
 
-    from sweeper.rayguard import process_trees
+    from sweeper.rayguard import process_trees, session_processes
 
     node = worker._global_node
     popens = [info.process for infos in (node.all_processes.values() if node else ()) for info in infos]
-    tree = process_trees([p.pid for p in popens])
+    tree = process_trees([p.pid for p in popens]) + (session_processes(orphaned, []) if orphaned else [])
     try:
         if node is not None and node.is_head():
             node.destroy_external_storage()      # spilled objects, if any
