@@ -95,3 +95,35 @@ def test_a_night_goes_on_past_a_sweep_whose_node_was_lost_and_its_manifest_says_
     manifest = json.loads((night / "night.json").read_text())
     assert [(s["name"], s["status"]) for s in manifest["sweeps"]] == [("lost", "node lost"), ("after", "ok")]
     assert manifest["sweeps"][0]["skipped_trials"] == left and manifest["exit_code"] == exitcodes.NODE_LOST
+
+
+
+class Process:
+    """A Popen as the watch reads it (no process: no pidfd, so the watch looks five times a second)."""
+    pid = -1
+
+    def __init__(self) -> None:
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+
+def test_the_watch_notes_which_process_ended_and_how_and_what_ran_then():
+    from sweeper.executors.nodewatch import NodeWatch
+
+    raylet, gcs = Process(), Process()
+    watch = NodeWatch({"gcs_server": gcs, "raylet": raylet}, lambda: frozenset({"abc-0"}))
+    try:
+        raylet.returncode = -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while watch.what is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (watch.what, watch.running) == (KILLED, frozenset({"abc-0"}))
+    finally:
+        watch.close()
+    calm = Process()
+    quiet = NodeWatch({"raylet": calm}, lambda: frozenset({"abc-0"}))
+    quiet.close()                      # the driver is about to end the node itself: no loss is noted
+    calm.returncode = -signal.SIGKILL
+    assert quiet.what is None and not quiet.thread.is_alive()

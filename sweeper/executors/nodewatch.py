@@ -50,6 +50,7 @@ class NodeWatch:
         self.what: Optional[str] = None
         self.running: FrozenSet[str] = frozenset()
         self.stopped = threading.Event()
+        self.wake, self.woken = os.pipe()              # close() wakes the thread at once: no wait at every sweep's end
         self.thread = threading.Thread(target=self._watch, name="ray-node-watch", daemon=True)
         self.thread.start()
 
@@ -57,13 +58,11 @@ class NodeWatch:
         fds = _pidfds(self.processes)
         try:
             while not self.stopped.is_set() and self.what is None:
-                if fds:
-                    select.select(list(fds), [], [], 0.5)
-                else:                                   # no pidfd (an old kernel): look twice a second
-                    self.stopped.wait(0.2)
+                # without a pidfd (an old kernel), the processes are looked at five times a second
+                select.select([*fds, self.wake], [], [], None if fds else 0.2)
                 self._check()
         finally:
-            for fd in fds:
+            for fd in [*fds, self.wake]:
                 os.close(fd)
 
     def _check(self) -> None:
@@ -76,8 +75,13 @@ class NodeWatch:
 
     def close(self) -> None:
         """Stands down before the driver ends the node itself."""
+        if self.stopped.is_set():
+            return
         self.stopped.set()
+        with contextlib.suppress(OSError):           # the thread has ended already (the node did)
+            os.write(self.woken, b"x")
         self.thread.join(timeout=5)
+        os.close(self.woken)
 
 
 def _pidfds(processes: Dict[str, object]) -> Dict[int, object]:
