@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import traceback
 from typing import Callable, Iterator, List, Optional
@@ -138,6 +139,24 @@ def argv_as(argv: List[str]) -> Iterator[None]:
 class Parser(argparse.ArgumentParser):
     """argparse with its usage errors as one line (it prints the usage, then the error)."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):
-        say(f"error: {message}; see {self.prog} --help")
+        say(f"error: {with_unknown_flags(self, message)}; see {self.prog} --help")
         raise SystemExit(exitcodes.USAGE)
+
+
+def with_unknown_flags(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse reports missing arguments before flags it does not know, so `compare --bogus` said
+    only that two run folders were missing: the unknown flags come first."""
+    if not message.startswith("the following arguments are required"):
+        return message
+    given = getattr(parser, "given", [])
+    given = given[:given.index("--")] if "--" in given else given
+    known = list(parser._option_string_actions)
+    number = getattr(parser, "_negative_number_matcher", None) or re.compile(r"^-\d+$|^-\d*\.\d+$")
+    unknown = [a for a in given if a.startswith("-") and not number.match(a)
+               and not any(k.startswith(a.split("=", 1)[0]) for k in known)]
+    return f"unrecognized arguments: {' '.join(unknown)}; {message}" if unknown else message

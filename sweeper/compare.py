@@ -334,6 +334,16 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_options(args) -> None:
+    """Each option on its own line, with the value given (an empty --json wrote nothing, silently)."""
+    if not args.max_ratio > 0:
+        raise InputError(f"--max-ratio: must be above 0, e.g. 1.15 (15% worse allowed), got {args.max_ratio:g}")
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha: must be between 0 and 1, e.g. 0.05, got {args.alpha:g}")
+    if args.json_path is not None and not args.json_path.strip():
+        raise InputError("--json: the path is empty (an unset variable?); give a file, e.g. --json compare.json")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command behind the one error boundary (sweeper.cli): one line and exit 2 for bad input."""
     from sweeper import cli
@@ -347,8 +357,7 @@ def command(argv: Optional[Sequence[str]]) -> int:
     except SystemExit as exc:   # argparse: --help is 0, a usage error is 2
         return int(exc.code or 0)
     try:
-        if not args.max_ratio > 0 or not 0 < args.alpha < 1:
-            raise InputError("--max-ratio must be positive and --alpha between 0 and 1")
+        check_options(args)
         return run(args.baseline, args.candidate, args.metric, args.max_ratio, args.alpha, args.json_path,
                    args.mix_machines)
     except InputError as exc:

@@ -44,7 +44,7 @@ class Case:
     def doc_input(self) -> str:
         prefix = "python -m sweeper" + ("" if self.command == "sweeper" else f".{self.command}".replace(
             ".prometheus", ".exporters.prometheus"))
-        return " ".join((prefix, *self.args)).replace("|", "\\|")
+        return " ".join((prefix, *(a or "''" for a in self.args))).replace("|", "\\|")
 
 
 # -- setups ---------------------------------------------------------------------------------

@@ -31,5 +31,7 @@ CASES = [
          command="history", setup=with_run),
     Case("history-sql-history-file-overwritten", "audit", ("--store", "{HIST}", "sql", "COPY (SELECT 1 AS a) TO "
          "'{PART}' (USE_TMP_FILE false)"), BAD, "read-only", command="history", setup=with_run),
+    Case("history-unknown-flag-alone", "audit", ("--bogus",), BAD, "--bogus", command="history"),
+    Case("history-no-command", "audit", (), BAD, "give a command: list", command="history"),
     Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
 ]

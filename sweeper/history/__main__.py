@@ -23,7 +23,15 @@ from sweeper.errors import SweeperError
 
 
 class _Parser(argparse.ArgumentParser):
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):          # one line, exit 2, as every sweeper error
+        from sweeper.cli import with_unknown_flags
+
+        message = with_unknown_flags(self, message).replace("the following arguments are required: command",
+                                                            f"give a command: {', '.join(COMMANDS)}")
         raise SweeperError(f"{message} (python -m sweeper.history --help)")
 
 

@@ -35,6 +35,9 @@ def command(argv: Optional[List[str]]) -> int:
         print(f"error: {run} is not a run folder (no summary.parquet); give one: results/<sweep>/<run id>", file=sys.stderr)
         return 2
     try:
+        if args.baseline is not None and not args.baseline.strip():
+            raise SweeperError("--baseline: empty (an unset variable?); give key=value pairs of one cell, e.g. "
+                               "--baseline 'data.num_workers=0', or leave it out for the run's own baseline")
         cfg = run_analysis_config(run)
         changes = {k: v for k, v in (("metric", args.metric), ("baseline", args.baseline)) if v}
         cfg = dataclasses.replace(cfg, **changes)
