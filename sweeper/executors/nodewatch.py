@@ -69,9 +69,15 @@ class NodeWatch:
         for kind, proc in self.processes.items():
             code = proc.poll()
             if code is not None and not self.stopped.is_set():
-                self.running = self.snapshot()          # first: the trials' workers follow within seconds
+                self.running = self._running_now()      # first: the trials' workers follow within seconds
                 self.what = how_it_ended(VITAL.get(kind, kind), code)
                 return
+
+    def _running_now(self) -> FrozenSet[str]:
+        try:
+            return self.snapshot()
+        except Exception:       # the loss must still be noted; those trials then count as not started
+            return frozenset()
 
     def close(self) -> None:
         """Stands down before the driver ends the node itself."""

@@ -238,8 +238,9 @@ class RayExecutor(Executor):
         """The trials whose host runs on this machine now (each has its scratch folder)."""
         from sweeper.isolation import hosted_in
 
-        return frozenset().union(*(hosted_in(root, [t for t, r in self.submitted.items() if r == root])
-                                   for root in set(self.submitted.values())))
+        submitted = dict(self.submitted)           # a copy: the driver's thread may submit meanwhile
+        return frozenset().union(*(hosted_in(root, [t for t, r in submitted.items() if r == root])
+                                   for root in set(submitted.values())))
 
     def node_lost(self) -> Optional[NodeLost]:
         if self.watch is None or self.watch.what is None:
