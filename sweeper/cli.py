@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import traceback
+from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
 from sweeper import exitcodes
@@ -134,6 +135,18 @@ def argv_as(argv: List[str]) -> Iterator[None]:
         yield
     finally:
         sys.argv = saved
+
+
+def text(value: str) -> str:
+    """argparse type of a value typed on the command line: an empty one (an unset shell variable,
+    most often) is refused, where it would read as not given, or as the current folder."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("is empty (an unset variable?); give a value")
+    return value
+
+
+def path(value: str) -> Path:
+    return Path(text(value))
 
 
 class Parser(argparse.ArgumentParser):

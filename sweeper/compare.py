@@ -315,33 +315,31 @@ def _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code) -
 
 
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    from sweeper.cli import Parser
+    from sweeper.cli import Parser, text
     from sweeper.schema import METRICS
 
     parser = Parser(prog="python -m sweeper.compare", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("baseline", help="baseline run folder (results/<sweep>/<run-id>)")
-    parser.add_argument("candidate", help="candidate run folder")
+    parser.add_argument("baseline", type=text, help="baseline run folder (results/<sweep>/<run-id>)")
+    parser.add_argument("candidate", type=text, help="candidate run folder")
     parser.add_argument("--metric", choices=METRICS, default="p95",
                         help="per-repeat figure: throughput (items/s) or a step-time quantile (default p95)")
     parser.add_argument("--max-ratio", type=float, default=1.15,
                         help="allowed slowdown: candidate / baseline step time, or baseline / candidate "
                              "throughput (default 1.15)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level, after Holm (default 0.05)")
-    parser.add_argument("--json", dest="json_path", help="also write the results as JSON here")
+    parser.add_argument("--json", dest="json_path", type=text, help="also write the results as JSON here")
     parser.add_argument("--mix-machines", action="store_true",
                         help="compare runs whose trials ran on different machines (refused otherwise)")
     return parser.parse_args(argv)
 
 
 def check_options(args) -> None:
-    """Each option on its own line, with the value given (an empty --json wrote nothing, silently)."""
+    """Each option on its own line, with the value given."""
     if not args.max_ratio > 0:
         raise InputError(f"--max-ratio: must be above 0, e.g. 1.15 (15% worse allowed), got {args.max_ratio:g}")
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha: must be between 0 and 1, e.g. 0.05, got {args.alpha:g}")
-    if args.json_path is not None and not args.json_path.strip():
-        raise InputError("--json: the path is empty (an unset variable?); give a file, e.g. --json compare.json")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,6 +6,7 @@ names), then `os.replace`. A folder is built under a staging name and swapped in
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -16,6 +17,8 @@ from typing import Any, Callable
 
 
 def _temporary(path: Path) -> Path:
+    if not path.name:           # '.', '/': a folder (with_name would raise ValueError, read as a bug)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
 
 

@@ -197,10 +197,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def command(argv: Optional[List[str]]) -> int:
-    from sweeper.cli import Parser
+    from sweeper.cli import Parser, path
 
     parser = Parser(prog="python -m sweeper.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="a run folder: results/<sweep>/<run id>")
+    parser.add_argument("run", type=path, help="a run folder: results/<sweep>/<run id>")
     args = parser.parse_args(argv)
     try:
         url = publish(args.run)

@@ -33,5 +33,11 @@ CASES = [
          "'{PART}' (USE_TMP_FILE false)"), BAD, "read-only", command="history", setup=with_run),
     Case("history-unknown-flag-alone", "audit", ("--bogus",), BAD, "--bogus", command="history"),
     Case("history-no-command", "audit", (), BAD, "give a command: list", command="history"),
+    Case("history-store-empty", "audit", ("--store", "", "list"), BAD, "--store: is empty", command="history",
+         setup=with_run),                          # read as not given: the default store was listed
+    Case("history-cell-empty", "audit", ("--store", "{HIST}", "trend", "--cell", ""), BAD, "--cell: is empty",
+         command="history", setup=with_run),
+    Case("history-morning-out-a-dot", "audit", ("--store", "{HIST}", "morning", "--out", "."), BAD,
+         ".: Is a directory", command="history", setup=with_run),
     Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
 ]

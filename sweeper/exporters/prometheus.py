@@ -232,14 +232,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def command(argv: Optional[Sequence[str]]) -> int:
-    from sweeper.cli import Parser
+    from sweeper.cli import Parser, path, text
 
     parser = Parser(prog="python -m sweeper.exporters.prometheus", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", help="a run folder, or a sweep folder (its newest run is served)")
+    parser.add_argument("run_dir", type=text, help="a run folder, or a sweep folder (its newest run is served)")
     parser.add_argument("--port", type=port_number, default=9109)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    parser.add_argument("--history", type=Path, help="also serve the alerts of this history store (results/history)")
+    parser.add_argument("--host", type=text, default="127.0.0.1", help="address to listen on (default: this machine only)")
+    parser.add_argument("--history", type=path, help="also serve the alerts of this history store (results/history)")
     args = parser.parse_args(argv)
     path = Path(args.run_dir)
     if latest_run(path) is None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from sweeper import cli
 from sweeper.errors import SweeperError
 
 
@@ -28,9 +29,7 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):          # one line, exit 2, as every sweeper error
-        from sweeper.cli import with_unknown_flags
-
-        message = with_unknown_flags(self, message).replace("the following arguments are required: command",
+        message = cli.with_unknown_flags(self, message).replace("the following arguments are required: command",
                                                             f"give a command: {', '.join(COMMANDS)}")
         raise SweeperError(f"{message} (python -m sweeper.history --help)")
 
@@ -39,10 +38,10 @@ def _common(parser: argparse.ArgumentParser, default=None) -> argparse.ArgumentP
     """The options of every command. Given after the command too (`list --store DIR`), where their
     default is SUPPRESS: a command's parser would otherwise reset what came before it."""
     keep = {} if default is None else {"default": default}
-    parser.add_argument("--store", **keep, help="the history store (default: results/history; with "
+    parser.add_argument("--store", type=cli.text, **keep, help="the history store (default: results/history; with "
                         "morning --night, the store that night's sweeps appended to)")
-    parser.add_argument("--machine", **keep, help="only this machine (as `list` names it)")
-    parser.add_argument("--sweep", **keep, help="only this sweep")
+    parser.add_argument("--machine", type=cli.text, **keep, help="only this machine (as `list` names it)")
+    parser.add_argument("--sweep", type=cli.text, **keep, help="only this sweep")
     parser.add_argument("--alert-ratio", type=float, default=1.15 if default is None else default,
                         help="alert when 1.15x worse (default)")
     return parser
@@ -56,19 +55,19 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="every run in the store")
     trend = sub.add_parser("trend", help="each cell's figure over nights, with change points and alerts")
     trend.add_argument("--metric", choices=("throughput", "p95"), default="throughput")
-    trend.add_argument("--cell", help="a cell id or its label (e.g. 'num_workers=4')")
+    trend.add_argument("--cell", type=cli.text, help="a cell id or its label (e.g. 'num_workers=4')")
     diff = sub.add_parser("diff", help="what differs between two nights: settings, fingerprint, figures")
-    diff.add_argument("run_a")
-    diff.add_argument("run_b")
+    diff.add_argument("run_a", type=cli.text)
+    diff.add_argument("run_b", type=cli.text)
     sub.add_parser("alerts", help="regressions of each cell's latest night; exit 1 when there are any")
     append = sub.add_parser("append", help="append finished run folders (results/<sweep>/<run-id>)")
-    append.add_argument("run_dirs", nargs="+", type=Path)
+    append.add_argument("run_dirs", nargs="+", type=cli.path)
     append.add_argument("--mix-machines", action="store_true",
                         help="append a run whose trials ran on different machines (refused otherwise)")
     morning = sub.add_parser("morning", help="the morning report (HTML) of a night")
-    morning.add_argument("run_dirs", nargs="*", type=Path, help="the night's run folders (default: latest runs)")
-    morning.add_argument("--night", type=Path, help="an overnight suite's night folder (its manifest)")
-    morning.add_argument("--out", type=Path, default=Path("morning.html"))
+    morning.add_argument("run_dirs", nargs="*", type=cli.path, help="the night's run folders (default: latest runs)")
+    morning.add_argument("--night", type=cli.path, help="an overnight suite's night folder (its manifest)")
+    morning.add_argument("--out", type=cli.path, default=Path("morning.html"))
     sql = sub.add_parser("sql", help="a SQL query over the store's files in place (DuckDB; the table is `history`)")
     sql.add_argument("query")
     return parser

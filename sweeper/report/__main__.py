@@ -17,13 +17,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def command(argv: Optional[List[str]]) -> int:
-    from sweeper.cli import Parser
+    from sweeper.cli import Parser, text
     from sweeper.schema import METRICS
 
     parser = Parser(prog="python -m sweeper.report", description=__doc__)
-    parser.add_argument("run_dir")
+    parser.add_argument("run_dir", type=text)
     parser.add_argument("--metric", choices=METRICS)
-    parser.add_argument("--baseline", help='the baseline grid point, e.g. "data.num_workers=0"')
+    parser.add_argument("--baseline", type=text, help='the baseline grid point, e.g. "data.num_workers=0"')
     args = parser.parse_args(argv)
     from sweeper.analysis.run import analyze_run, run_analysis_config
     from sweeper.errors import SweeperError
@@ -35,9 +35,6 @@ def command(argv: Optional[List[str]]) -> int:
         print(f"error: {run} is not a run folder (no summary.parquet); give one: results/<sweep>/<run id>", file=sys.stderr)
         return 2
     try:
-        if args.baseline is not None and not args.baseline.strip():
-            raise SweeperError("--baseline: empty (an unset variable?); give key=value pairs of one cell, e.g. "
-                               "--baseline 'data.num_workers=0', or leave it out for the run's own baseline")
         cfg = run_analysis_config(run)
         changes = {k: v for k, v in (("metric", args.metric), ("baseline", args.baseline)) if v}
         cfg = dataclasses.replace(cfg, **changes)
