@@ -56,6 +56,8 @@ def override_line(override: str, message: str) -> str:
     which names are allowed, any other key how to quote its value."""
     key, _, value = override.partition("=")
     key = key.lstrip("+~")
+    if "=" not in override and not override.startswith("~"):
+        return f"error: {override}: no value; write {override}=VALUE (python -m sweeper --cfg job shows each key's)"
     if override.isascii():
         return (f"error: {override}: not a valid override ({first_line(message)}); quote a value "
                 "with brackets, braces or commas: key='value'")
@@ -125,8 +127,19 @@ def did_you_mean(cause) -> str:
     return f" (did you mean {prefix + '.' if prefix else ''}{close[0]}?)"
 
 
+# Hydra's messages that say what is wrong but not what to do, and the line each gets
+KNOWN = ((re.compile(r"^(\S+) appears more than once in the final defaults list"),
+          "error: {0}: chosen twice (+{0}=NAME adds a second one); write {0}=NAME, without the +"),
+         (re.compile(r"^Could not delete from config\. '([^']+)' does not exist"),
+          "error: {0}: ~ deletes a key, and sweeper's keys cannot be deleted; set a value instead (" + KEYS_HINT + ")"))
+
+
 def composition_line(text: str) -> str:
     """Hydra's own several-line message, as one line led by the key it names."""
+    for pattern, line in KNOWN:
+        found = pattern.match(text.strip())
+        if found:
+            return line.format(*found.groups())
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
     quoted = re.search(r"'([^']+)'", lines[0]) if lines else None

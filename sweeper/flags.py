@@ -30,6 +30,7 @@ def checked(args: List[str]) -> List[str]:
     if given.shell_completion:
         check_completion(given.overrides)
     check_cfg_options(given)
+    check_config_options(given)
     return hydra_help_args(args, given.overrides) if given.hydra_help else args
 
 
@@ -74,6 +75,18 @@ def check_cfg_options(given) -> None:
     if given.resolve and not given.help:
         raise SystemExit("error: --resolve: only resolves the ${...} values of the config --cfg or --help shows; "
                          "add --cfg job, or leave it out")
+
+
+def check_config_options(given) -> None:
+    """Where the configs come from: an empty value read as no name at all (Hydra's line then quoted
+    a fragment of itself), and a --config-dir that is a file was 'not found'."""
+    for flag, value in (("--config-name", given.config_name), ("--config-path", given.config_path),
+                        ("--config-dir", given.config_dir)):
+        if value is not None and not value.strip():
+            raise SystemExit(f"error: {flag}: is empty (an unset variable?); give a value, or leave it out")
+    if given.config_dir is not None and not os.path.isdir(os.path.abspath(given.config_dir)):
+        raise SystemExit(f"error: --config-dir {given.config_dir}: no such folder; give a folder of your own configs "
+                         f"(sweep/NAME.yaml, workload/NAME.yaml), or leave it out")
 
 
 def hydra_help_args(args: List[str], overrides: List[str]) -> List[str]:

@@ -1,6 +1,6 @@
 """The bad-input cases of Hydra's own flags and the command line itself: one line, before Hydra runs or writes
 anything."""
-from tests.bad_input_base import BAD, OK, QUICK, Case, no_run_folder
+from tests.bad_input_base import BAD, OK, QUICK, Case, no_run_folder, with_file
 
 CASES = [
     Case("unparsable-override", "8", ("data.batch_size=[1,2",), BAD, "data.batch_size"),
@@ -25,5 +25,7 @@ CASES = [
          "--shell-completion install=tcsh"),
     Case("shell-completion-two-commands", "audit", ("--shell-completion", "install=bash", "uninstall=bash"), BAD,
          "--shell-completion"),
+    Case("config-name-empty", "audit", ("--config-name=",), BAD, "--config-name: is empty"),
+    Case("config-dir-a-file", "audit", ("--config-dir", "{T}/afile"), BAD, "--config-dir", setup=with_file("afile")),
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
 ]
