@@ -127,3 +127,26 @@ def test_the_watch_notes_which_process_ended_and_how_and_what_ran_then():
     quiet.close()                      # the driver is about to end the node itself: no loss is noted
     calm.returncode = -signal.SIGKILL
     assert quiet.what is None and not quiet.thread.is_alive()
+
+
+@pytest.mark.slow
+def test_a_raylet_that_died_while_ray_started_is_the_one_line_not_a_bug(tmp_path):
+    """Ray waits 30 s for a raylet to register, then raises an error that read as a bug in sweeper
+    (a traceback, exit 70). Ray's processes are this driver's children: a dead one is a zombie."""
+    import shutil
+    import subprocess
+
+    from sweeper.errors import SweeperError
+    from sweeper.executors.nodewatch import died_starting, raise_if_node_died
+
+    raise_if_node_died()                                     # nothing of Ray's has died: nothing to say
+    raylet = subprocess.Popen([shutil.copy("/bin/sleep", tmp_path / "raylet"), "60"])
+    raylet.send_signal(signal.SIGKILL)
+    while not open(f"/proc/{raylet.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+        time.sleep(0.01)
+    with pytest.raises(SweeperError) as raised:
+        raise_if_node_died()
+    assert raised.value.code == exitcodes.NODE_LOST
+    assert str(raised.value) == (f"the local Ray node stopped while Ray started ({KILLED}); no trial ran; "
+                                 f"run the command again")
+    assert died_starting() is None                           # reaped: said once

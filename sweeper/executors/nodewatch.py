@@ -6,6 +6,10 @@ trial still waiting then became a `LocalRayletDiedError` row. The moment the ray
 server) exits, the watch notes how it ended and which trials had their host running on the node:
 their Ray workers follow the raylet within a second or two, and their scratch folders with them.
 
+A raylet that dies while Ray starts leaves `ray.init` waiting 30 s for it to register, then
+failing with an error that read as a bug in sweeper; `raise_if_node_died` makes it the same one
+line and exit code as a node lost mid-sweep.
+
 `quiet_node_death` keeps Ray's own account of that death off the terminal (the raylet's last 20
 log lines, published twice, and the node's removal): the driver says it in one line that names
 the session folder where Ray's logs are.
@@ -18,6 +22,9 @@ import select
 import signal
 import threading
 from typing import Callable, Dict, FrozenSet, Iterator, Optional
+
+from sweeper import exitcodes
+from sweeper.errors import SweeperError
 
 VITAL = {"raylet": "its raylet", "gcs_server": "its GCS server"}    # Ray's process types: the node without them is gone
 NODE_DEATH_ERRORS = ("raylet_died", "node_removed")                # the types Ray publishes to the driver for it
@@ -39,6 +46,35 @@ def vital_processes() -> Dict[str, object]:
     node = worker._global_node
     found = node.all_processes.items() if node is not None else ()
     return {kind: infos[0].process for kind, infos in found if kind in VITAL and infos}
+
+
+class NodeDiedStarting(SweeperError):
+    """The local node's raylet or GCS server died while Ray started: nothing ran."""
+    code = exitcodes.NODE_LOST
+
+
+def raise_if_node_died() -> None:
+    """After `ray.init` of a local Ray failed: the one line, when it failed because the node's
+    raylet or GCS server died (Ray left it an unreaped child of this process)."""
+    what = died_starting()
+    if what is not None:
+        raise NodeDiedStarting(f"the local Ray node stopped while Ray started ({what}); no trial ran; run the "
+                               f"command again") from None
+
+
+def died_starting() -> Optional[str]:
+    """How the first of this process's children named as Ray's vital processes that has exited
+    ended (it is reaped here); None when none has."""
+    import psutil
+
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, ChildProcessError):
+            name = child.name()                  # before it is reaped: then psutil knows it no more
+            if name in VITAL and child.status() == psutil.STATUS_ZOMBIE:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+                if pid:
+                    return how_it_ended(VITAL[name], os.waitstatus_to_exitcode(status))
+    return None
 
 
 class NodeWatch:

@@ -194,13 +194,17 @@ class RayExecutor(Executor):
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
-        from sweeper.executors.nodewatch import quiet_node_death
+        from sweeper.executors.nodewatch import quiet_node_death, raise_if_node_died
 
         lean = _lean_local_start(one_worker=not self.cfg.runtime_env)     # a job's runtime_env: not that worker
         with lean as prestart, quiet_node_death():        # the node's death is the driver's one line, not Ray's 44
-            ray.init(address="local", num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,   # ours, not a cluster found here
-                     _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
-                     **kwargs)
+            try:
+                ray.init(address="local", num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,   # ours, not a cluster here
+                         _system_config={"prestart_worker_first_driver": False, "enable_worker_prestart": prestart},
+                         **kwargs)
+            except Exception:
+                raise_if_node_died()            # killed while Ray started (out of memory?): one line, not a bug's
+                raise
         return True
 
     def _shape(self) -> ClusterShape:
