@@ -333,6 +333,9 @@ def test_a_baseline_without_a_successful_repeat_gets_no_recommendation(objective
     assert recommend.recommendation_lines(a) == [
         "no recommendation: the baseline num_workers=0 has no successful repeat, so no cell can be compared with it; "
         "see why its trials failed (their trial.json), then run the sweep again"]
+    # and the notes blame the baseline, not the repeat count ("too few repeats ...; raise repeats")
+    assert a.notes[0].startswith("the baseline num_workers=0 has no successful repeat")
+    assert not any(note.startswith("too few repeats") for note in a.notes)
 
 
 def test_per_item_objective_when_batch_size_is_swept():

@@ -55,6 +55,14 @@ def fleet_notes(fleet: pd.DataFrame) -> List[str]:
             for row in slow.to_dict("records")]
 
 
+def _baselines_without_result(cells: pd.DataFrame, strata: Sequence[Stratum]) -> List[str]:
+    """The labels of the strata's baselines none of whose repeats succeeded."""
+    ran = dict(zip(cells["cell_id"], cells["repeats"])) if not cells.empty else {}
+    labels = dict(zip(cells["cell_id"], cells["cell"])) if not cells.empty else {}
+    return [str(labels.get(s.baseline_id, s.baseline_id)) for s in strata
+            if s.baseline_id is not None and not ran.get(s.baseline_id, 0)]
+
+
 def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[Stratum], cfg: AnalysisConfig,
                   comparisons: Dict[str, stats.Comparison]) -> List[str]:
     """What the verdicts cannot say: too few repeats, a drifting machine, nothing to judge."""
@@ -64,6 +72,9 @@ def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[S
     if judged and not cells.empty and (cells["repeats"] <= 1).all():
         notes.append("one repeat per cell: no verdicts are possible; run with repeats=5 or more "
                      "(each repeat is a fresh process, the unit of evidence)")
+    elif _baselines_without_result(cells, strata):
+        notes.append(f"the baseline {', '.join(_baselines_without_result(cells, strata))} has no successful repeat, so "
+                     "no cell was compared with it (their verdicts read 'too few repeats'); see why its trials failed")
     elif any(c.verdict == stats.TOO_FEW for c in comparisons.values()):
         notes.append(f"too few repeats: with {family} comparisons and Holm's correction, no p-value "
                      f"these repeat counts allow can reach alpha={cfg.alpha}; raise repeats")
