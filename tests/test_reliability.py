@@ -520,7 +520,9 @@ def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resu
     [line] = err.strip().splitlines()
     assert line.startswith("error: the local Ray node stopped mid-sweep (its raylet was killed by SIGKILL"), line
     assert line.endswith("run the command again with resume=latest to run them"), line
-    assert Path(line.split("Ray's logs: ")[1].split(")")[0]).is_dir()       # kept, for the logs it names
+    logs = Path(line.split("Ray's logs: ")[1].split(")")[0])
+    assert (logs / "logs" / "raylet.out").is_file()                      # kept, for the logs it names
+    shutil.rmtree(logs)
     assert "[state-dump]" not in "".join(lines) + out and "\x1b[" not in "".join(lines) + out
     assert zygotes_and_trials_alive([p.pid for p in tree]) == []
     run = only_run(tmp_path)
