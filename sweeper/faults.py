@@ -263,6 +263,11 @@ def damaged_file_line(exc: BaseException) -> Optional[str]:
     path = file_in_traceback(exc)
     if path is None:
         return None
+    if path.endswith((".yaml", ".yml")):        # most often a config the user wrote (conf/sweep/NAME.yaml)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return (f"error: {path}: not valid YAML{where} ({type(exc).__name__}: {first_line(str(exc))}); fix the "
+                "file, or restore it from a copy")
     return (f"error: {path}: damaged or not a file sweeper wrote ({type(exc).__name__}: "
             f"{first_line(str(exc))}); restore it from a copy or move it out of the way")
 

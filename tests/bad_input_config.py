@@ -3,6 +3,14 @@ any trial."""
 from tests import bad_input_files as files
 from tests.bad_input_base import BAD, QUICK, SMALL, Case, with_module
 
+
+def own_sweep_not_yaml(ctx) -> None:
+    """A sweep file of the user's own with a YAML syntax error."""
+    folder = ctx.T / "conf" / "sweep"
+    folder.mkdir(parents=True)
+    (folder / "bad.yaml").write_text("a: [1, 2\nb: :\n")
+
+
 CASES = [
     Case("secret-param-of-shipped-workload", "4b, 16b", ("+workload.params.api_token=SECRET-tok-7731",), BAD,
          "workload.params.api_token", secret="SECRET-tok-7731"),
@@ -21,6 +29,8 @@ CASES = [
     Case("override-without-value", "audit", ("data.batch_size",), BAD, "data.batch_size: no value"),
     Case("group-added-twice", "audit", ("+workload=dataloader",), BAD, "workload: chosen twice"),
     Case("delete-a-key", "audit", ("~data.url",), BAD, "data.url: ~ deletes a key"),
+    Case("own-sweep-not-yaml", "audit", ("--config-dir", "{T}/conf", "+sweep=bad"), BAD,
+         "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
     Case("append-to-existing-key", "8", ("+data.num_workers=3",), BAD, "data.num_workers"),
     Case("unknown-executor", "8", ("executor=nonsense",), BAD, "executor"),
     Case("wrong-type-in-one-grid-value", "8b", ("data.num_workers=1,abc",), BAD, "data.num_workers"),
