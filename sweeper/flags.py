@@ -60,8 +60,10 @@ def check_completion(overrides: List[str]) -> None:
         raise SystemExit(f"error: --shell-completion {what}={shell}: {wrong}; give {what}=bash, {what}=zsh or "
                          f"{what}=fish")
     if what == "query" and "COMP_LINE" not in os.environ:
+        install = f"sweeper -sc install={shell} | source" if shell == "fish" else 'eval "$(sweeper -sc install=bash)"'
         raise SystemExit(f"error: --shell-completion query={shell}: only the shell runs this, as it completes a "
-                         f"line (COMP_LINE is not set); to turn completion on, use install={shell} (see --hydra-help)")
+                         f"line (COMP_LINE is not set); to turn completion on, run {install} (the sweeper command "
+                         f"that pip installs; Hydra completes no `python -m` command line)")
 
 
 def check_cfg_options(given) -> None:
