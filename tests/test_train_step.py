@@ -264,11 +264,61 @@ def rank_checks(cache_dir):
     print("RANK CHECKS OK")
 
 
+ONE_RANK = [(backend, stage) for backend in ("native", "deepspeed") for stage in (0, 3)]
+
+
+def one_rank_runs():
+    """Each (backend, ZeRO stage) of ONE_RANK on one rank with activation checkpointing, in a child
+    forked from this process (DeepSpeed imported once, before the forks; a process group and
+    DeepSpeed's state from one run do not leak into the next); one JSON line a run."""
+    import multiprocessing
+
+    from workloads.parallel import require_deepspeed
+
+    require_deepspeed("cpu")
+    for backend, stage in ONE_RANK:
+        child = multiprocessing.get_context("fork").Process(target=_one_rank_run, args=(backend, stage))
+        child.start()
+        child.join(120)
+        if child.is_alive():
+            child.kill()
+            print(f"RUN TIMED OUT {backend} {stage}", flush=True)
+
+
+def _one_rank_run(backend, stage):
+    import json
+
+    import torch
+
+    torch.set_num_threads(2)
+    figures, _ = _train(_cfg(world_size=1, backend=backend, zero_stage=stage, activation_checkpointing=True,
+                             synthetic_batches=2, micro_batch=4))
+    keep = ("backend", "zero_stage", "world_size", "activation_checkpointing", "checkpointed_blocks", "loss_final")
+    print("RUN " + json.dumps({k: figures[k] for k in keep}), flush=True)
+
+
+def fresh_process_checks(cache_dir):
+    """Both groups of checks in one fresh process (torch imported once): where DeepSpeed is
+    installed, the one-rank runs, then the ranks' (last: their failed run leaves this process's
+    default process group up, which a child forked after it would inherit)."""
+    if HAS_DEEPSPEED:
+        one_rank_runs()
+    rank_checks(cache_dir)
+
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory):
+    """The output of fresh_process_checks, for the tests below that read it."""
+    code = f"from tests.test_train_step import fresh_process_checks; " \
+           f"fresh_process_checks({str(tmp_path_factory.mktemp('ranks'))!r})"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    return result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 @pytest.mark.slow
-def test_ranks_read_their_own_shards_and_failures_are_reaped(tmp_path):
-    code = f"from tests.test_train_step import rank_checks; rank_checks({str(tmp_path)!r})"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert "RANK CHECKS OK" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+def test_ranks_read_their_own_shards_and_failures_are_reaped(fresh_process):
+    stdout, tail = fresh_process
+    assert "RANK CHECKS OK" in stdout, tail
 
 
 # -- real trials through the sweep ---------------------------------------------------------
@@ -283,7 +333,7 @@ def _records(tmp_path, sweep):
 @pytest.mark.slow
 def test_precision_and_accumulation_sweep(sweeper_cli, tmp_path):
     result = sweeper_cli(["+sweep=train_step", "train.precision=fp32,bf16,fp16", "train.accum_steps=1,2",
-                          "executor=local", *FAST], timeout=400)       # Ray's part: the ZeRO grid above
+                          "executor=local", "report.enabled=false", *FAST], timeout=400)   # Ray's part: the ZeRO grid
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records, summary = _records(tmp_path, "train_step")
     assert len(records) == 6 and all(r["status"] == "ok" for r in records)
@@ -359,14 +409,18 @@ def test_deepspeed_zero_stages_on_two_gloo_ranks_match_native(zero_grid):
 
 @pytest.mark.slow
 @needs_deepspeed
-def test_deepspeed_on_one_rank_with_activation_checkpointing_matches_native(sweeper_cli, tmp_path):
-    result = sweeper_cli(["+sweep=zero", "train.world_size=1", "train.backend=native,deepspeed",
-                          "train.zero_stage=0,3", "train.activation_checkpointing=true", "report.enabled=false", *FAST],
-                         timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    records, summary = _records(tmp_path, "zero")
-    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
-    assert all(r["figures"]["world_size"] == 1 and r["figures"]["activation_checkpointing"] for r in records)
+def test_deepspeed_on_one_rank_with_activation_checkpointing_matches_native(fresh_process):
+    """In a fresh process, not a sweep: the zero grid above runs DeepSpeed trials through Ray."""
+    import json
+
+    stdout, tail = fresh_process
+    runs = [json.loads(line[4:]) for line in stdout.splitlines() if line.startswith("RUN ")]
+    assert len(runs) == 4 and {(r["backend"], r["zero_stage"]) for r in runs} == set(ONE_RANK), tail
+    assert all(r["world_size"] == 1 and r["activation_checkpointing"] and r["checkpointed_blocks"] == 2
+               for r in runs), runs
+    summary = pd.DataFrame([{"trial_id": f"{r['backend']}-{r['zero_stage']}", "status": "ok",
+                             **{f"train.{k}": r[k] for k in ("backend", "zero_stage")},
+                             "loss_final": r["loss_final"]} for r in runs])
     drift = _against_native(summary)
     deepspeed = drift[drift["train.backend"] == "deepspeed"]
     assert len(deepspeed) == 2 and (deepspeed["drift_native_rel"] < ZERO_REL_TOL).all(), drift
