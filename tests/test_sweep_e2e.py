@@ -1,4 +1,5 @@
-"""`python -m sweeper +sweep=dataloader` end to end: real Ray, real processes, real DataLoader."""
+"""`python -m sweeper +sweep=dataloader` end to end: real Ray, real processes, real DataLoader; then a
+user's shards and workload."""
 import math
 import os
 
@@ -55,10 +56,12 @@ def test_dataloader_sweep_end_to_end(sweeper_cli, tmp_path):
 
 
 def test_user_shards_and_user_workload(sweeper_cli, tmp_path):
+    """In the driver's process (executor=local): the test above runs the dataloader through Ray, and
+    tests/test_executors.py a user's workload."""
     paths = ensure_synthetic_shards(str(tmp_path / "mine"), 3, 32, 32, 1000, 7)
     pattern = paths[0].replace("shard-00000.tar", "shard-{00000..00002}.tar")
     result = sweeper_cli(["data.num_workers=1", f"data.url={pattern}", "data.batch_size=4",
-                          "workload.steps=10", "workload.warmup_steps=2",
+                          "workload.steps=10", "workload.warmup_steps=2", "executor=local", "report.enabled=false",
                           "workload.target=workloads.dataloader:run,tests.workloads_for_tests:quick"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run = next((tmp_path / "results" / "single").iterdir())

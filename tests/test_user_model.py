@@ -383,7 +383,8 @@ def test_seed_article_json_runs_the_hf_style_model_on_deepspeeds_cpu_accelerator
 def test_contradictions_in_the_json_are_one_line_each_before_any_trial(sweeper_cli, tmp_path, usergpt):
     path = _seed_json(tmp_path)                       # train_batch_size 512; partitioned activations
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
-                          "train.model=nanogpt_style:gpt", "train.zero_stage=2", "train.precision=bf16", *FAST],
+                          "train.model=nanogpt_style:gpt", "train.zero_stage=2", "train.precision=bf16",
+                          "executor=local", *FAST],      # a local Ray would start while the plan is checked
                          timeout=120, env_extra=_env(usergpt))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]

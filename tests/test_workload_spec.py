@@ -134,9 +134,10 @@ def run_in(folder, *args):
 
 @pytest.mark.slow
 def test_a_toy_workload_is_one_module_and_one_config(toy_folder):
-    bad = run_in(toy_folder, "workload.params.size=0")
+    # executor=local: a local Ray would start while the plan is checked (tests/test_cli.py has that case)
+    bad = run_in(toy_folder, "workload.params.size=0", "executor=local")
     assert bad.returncode == 2 and "workload.params.size: must be 1 or more" in bad.stderr
-    unknown = run_in(toy_folder, "+workload.params.colour=red")
+    unknown = run_in(toy_folder, "+workload.params.colour=red", "executor=local")
     assert unknown.returncode == 2 and "workload.params.colour: unknown key" in unknown.stderr
 
     result = run_in(toy_folder, "workload.params.size=1,3", "executor=local")
