@@ -19,21 +19,40 @@ from sweeper.results import read_records  # noqa: E402
 from tests.conftest import run_sweeper  # noqa: E402
 from tests.test_wandb import read_wandb_records  # noqa: E402
 
-GRID = ["workload.target=tests.workloads_for_tests:quick", "+workload.params.sleep_s=0.001,0.002", "repeats=2",
-        "workload.steps=5", "workload.warmup_steps=1", "executor=local", "wandb.enabled=true"]
+COMMON = ["workload.target=tests.workloads_for_tests:quick", "workload.steps=5", "workload.warmup_steps=1",
+          "executor=local", "wandb.enabled=true"]
+GRID = {"sweep-a": [*COMMON, "+workload.params.sleep_s=0.001,0.002", "repeats=2"],
+        "sweep-b": [*COMMON, "+workload.params.sleep_s=0.001", "repeats=1"]}     # one trial, of a cell sweep-a has too
 
 
 @pytest.fixture(scope="module")
-def sweeps(tmp_path_factory):
-    """Two real sweeps (2 cells, repeats=2: 6 trials each) into one results folder and one W&B
-    project, offline. The sweeper_cli fixture's runner, once for the module."""
+def swept(tmp_path_factory):
+    """Two real sweeps into one results folder and one W&B project, offline: sweep-a (2 cells,
+    repeats=2: 6 trials), which the tests read, and sweep-b, whose runs sweep-a's run sets must
+    leave out. The sweeper_cli fixture's runner, once for the module. {run_id: (run, stdout)}"""
     tmp = tmp_path_factory.mktemp("wbr")
     runs = {}
-    for run_id in ("sweep-a", "sweep-b"):
-        result = run_sweeper(GRID + [f"run_id={run_id}"], tmp)
+    for run_id, grid in GRID.items():
+        result = run_sweeper(grid + [f"run_id={run_id}"], tmp)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        runs[run_id] = tmp / "results" / "single" / run_id
+        runs[run_id] = (tmp / "results" / "single" / run_id, result.stdout)
     return runs
+
+
+@pytest.fixture(scope="module")
+def sweeps(swept):
+    return {run_id: run for run_id, (run, _) in swept.items()}
+
+
+@pytest.mark.slow
+def test_the_sweep_writes_its_report_and_a_wandb_run_per_trial_and_for_the_summary(swept):
+    run, stdout = swept["sweep-a"]
+    assert (run / "report.html").exists() and (run / "report.md").exists() and (run / "cells.parquet").exists()
+    assert "recommendation:" in stdout and f"report: {run / 'report.html'}" in stdout
+    trials = list((run / "trials").iterdir())
+    assert len(trials) == 6                                               # 2 cells x 2, the baseline twice
+    offline = list(run.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(offline) == len(trials) + 1                                # one per trial plus the summary
 
 
 def offline_runs(run: Path):
