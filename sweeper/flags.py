@@ -31,6 +31,7 @@ def checked(args: List[str]) -> List[str]:
         check_completion(given.overrides)
     check_cfg_options(given)
     check_config_options(given)
+    check_searchpath(given.overrides)
     return hydra_help_args(args, given.overrides) if given.hydra_help else args
 
 
@@ -89,6 +90,35 @@ def check_config_options(given) -> None:
     if given.config_dir is not None and not os.path.isdir(os.path.abspath(given.config_dir)):
         raise SystemExit(f"error: --config-dir {given.config_dir}: no such folder; give a folder of your own configs "
                          f"(sweep/NAME.yaml, workload/NAME.yaml), or leave it out")
+
+
+def check_searchpath(overrides: List[str]) -> None:
+    """hydra.searchpath entries that are not there: Hydra warned over two lines and went on, and a
+    sweep kept there then read as 'no such sweep'."""
+    given = [o for o in overrides if o.partition("=")[0].lstrip("+") == "hydra.searchpath"]
+    if not given:
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    value = OverridesParser.create().parse_overrides(given[-1:])[0].value()
+    for entry in value if isinstance(value, list) else []:
+        if not _searchable(str(entry)):
+            raise SystemExit(f"error: hydra.searchpath: {entry} is not there; give folders of your own configs "
+                             f"(file:///path/conf) or packages (pkg://name), or leave it out")
+
+
+def _searchable(entry: str) -> bool:
+    """Hydra's own test (the one its warning comes from): a source of that scheme that is available."""
+    from hydra._internal.sources_registry import SourcesRegistry
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()                    # registers the file:// and pkg:// sources
+    scheme = entry.split("://", 1)[0] if "://" in entry else "file"
+    try:
+        source = SourcesRegistry.instance().resolve(scheme)
+    except ValueError:                    # no source for that scheme
+        return False
+    return source(provider="hydra.searchpath", path=entry if "://" in entry else f"file://{entry}").available()
 
 
 def hydra_help_args(args: List[str], overrides: List[str]) -> List[str]:

@@ -27,5 +27,6 @@ CASES = [
          "--shell-completion"),
     Case("config-name-empty", "audit", ("--config-name=",), BAD, "--config-name: is empty"),
     Case("config-dir-a-file", "audit", ("--config-dir", "{T}/afile"), BAD, "--config-dir", setup=with_file("afile")),
+    Case("searchpath-not-there", "audit", ("hydra.searchpath=[file://{T}/nope]",), BAD, "hydra.searchpath"),
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
 ]
