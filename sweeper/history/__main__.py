@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     morning.add_argument("run_dirs", nargs="*", type=cli.path, help="the night's run folders (default: latest runs)")
     morning.add_argument("--night", type=cli.path, help="an overnight suite's night folder (its manifest)")
     morning.add_argument("--out", type=cli.path, default=Path("morning.html"))
-    sql = sub.add_parser("sql", help="a SQL query over the store's files in place (DuckDB; the table is `history`)")
+    sql = sub.add_parser("sql", help="a read-only SQL query over the store (DuckDB; the table is `history`)")
     sql.add_argument("query")
     return parser
 

@@ -38,8 +38,8 @@ def _duckdb():
 # run in this order: the last two shut out everything the first did not read
 SHUT_OUT = ("SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
             "SET enable_external_access = false", "SET lock_configuration = true")
-READ_ONLY = (f"the history's SQL is read-only and reads the table {VIEW}, nothing else (no files, COPY ... TO, ATTACH, INSTALL, "
-             f"LOAD or SET); query {VIEW}, and redirect the output to keep it")
+READ_ONLY = (f"the history's SQL is read-only and reads the table {VIEW}, nothing else (no files, COPY ... TO, "
+             f"ATTACH, INSTALL, LOAD or SET); query {VIEW}, and redirect the output to keep it")
 
 
 def connect(root: Path):
