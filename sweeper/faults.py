@@ -58,6 +58,9 @@ def override_line(override: str, message: str) -> str:
     key = key.lstrip("+~")
     if "=" not in override and not override.startswith("~"):
         return f"error: {override}: no value; write {override}=VALUE (python -m sweeper --cfg job shows each key's)"
+    if value.endswith(",") and value[:1] not in "'\"":
+        return (f"error: {key}: the value ends with a comma; drop it ({key}={value.rstrip(',')}) or add the grid's "
+                "next value")
     if override.isascii():
         return (f"error: {override}: not a valid override ({first_line(message)}); quote a value "
                 "with brackets, braces or commas: key='value'")
@@ -130,6 +133,10 @@ def did_you_mean(cause) -> str:
 # Hydra's messages that say what is wrong but not what to do, and the line each gets
 KNOWN = ((re.compile(r"^(\S+) appears more than once in the final defaults list"),
           "error: {0}: chosen twice (+{0}=NAME adds a second one); write {0}=NAME, without the +"),
+         (re.compile(r"^Multiple values for (\S+)\. To override a value use"),
+          "error: {0}: chosen twice (on the command line, or in a config's defaults list); choose it once"),
+         (re.compile(r"^BasicSweeper does not support sweep type : (\w+?)(?:_SWEEP)?\b"),
+          "error: {0}(): not a grid; a grid takes lists (key=a,b,c), range(start,stop[,step]) and choice(a,b,...)"),
          (re.compile(r"^Could not delete from config\. '([^']+)' does not exist"),
           "error: {0}: ~ deletes a key, and sweeper's keys cannot be deleted; set a value instead (" + KEYS_HINT + ")"))
 
@@ -139,7 +146,7 @@ def composition_line(text: str) -> str:
     for pattern, line in KNOWN:
         found = pattern.match(text.strip())
         if found:
-            return line.format(*found.groups())
+            return line.format(*(group.lower() if group.isupper() else group for group in found.groups()))
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
     quoted = re.search(r"'([^']+)'", lines[0]) if lines else None

@@ -31,6 +31,9 @@ CASES = [
     Case("delete-a-key", "audit", ("~data.url",), BAD, "data.url: ~ deletes a key"),
     Case("own-sweep-not-yaml", "audit", ("--config-dir", "{T}/conf", "+sweep=bad"), BAD,
          "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
+    Case("grid-trailing-comma", "audit", ("data.batch_size=8,",), BAD, "data.batch_size: the value ends with a comma"),
+    Case("grid-of-an-interval", "audit", ("data.batch_size=interval(1,2)",), BAD, "interval(): not a grid"),
+    Case("sweep-chosen-twice", "audit", ("+sweep=dataloader", "+sweep=zero"), BAD, "sweep: chosen twice"),
     Case("append-to-existing-key", "8", ("+data.num_workers=3",), BAD, "data.num_workers"),
     Case("unknown-executor", "8", ("executor=nonsense",), BAD, "executor"),
     Case("wrong-type-in-one-grid-value", "8b", ("data.num_workers=1,abc",), BAD, "data.num_workers"),
