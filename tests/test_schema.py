@@ -102,11 +102,11 @@ def test_measurement_keys_keep_order_and_drop_other_roles():
     ({"sweep": {"name": "../../X"}}, "sweep.name: must be a plain name, not a path, got '../../X'"),
     ({"sweep": {"name": "/abs/path"}}, "sweep.name: must be a plain name, not a path"),
     ({"sweep": {"name": "a" * 300}}, "sweep.name: is 300 characters long, more than 100; give a short name"),
-    ({"sweep": {"name": "night ly"}}, "sweep.name: must be a plain name of letters, digits"),
-    ({"sweep": {"name": ""}}, "sweep.name: must be a plain name of letters"),
+    ({"sweep": {"name": "night ly"}}, "sweep.name: must be a plain name of ASCII letters, digits"),
+    ({"sweep": {"name": ""}}, "sweep.name: must be a plain name of ASCII letters"),
     ({"run_id": "../../X"}, "run_id: must be a plain name, not a path"),
     ({"run_id": "/tmp/x"}, "run_id: must be a plain name, not a path"),
-    ({"run_id": ".hidden"}, "run_id: must be a plain name of letters"),
+    ({"run_id": ".hidden"}, "run_id: must be a plain name of ASCII letters"),
     ({"overnight": {"sweeps": ["../dataloader"]}}, "overnight.sweeps: must be a plain name, not a path"),
 ])
 def test_names_that_become_folders_must_be_plain(values, message):
