@@ -17,7 +17,19 @@ GRID = ["+sweep=dataloader", "data.num_workers=1,2", "data.prefetch_factor=2", "
         "repeats=1"]
 
 
-def test_dataloader_sweep_end_to_end(sweeper_cli, tmp_path):
+def dry_run(args, tmp_path, monkeypatch) -> int:
+    """`python -m sweeper ARGS dry_run=true` in this process, as run_sweeper would start it."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sweeper.__main__ import main
+    from tests.conftest import SHARDS
+
+    monkeypatch.setenv("SWEEPER_CACHE", str(SHARDS["cache"]))
+    GlobalHydra.instance().clear()
+    return main([f"results_dir={tmp_path / 'results'}", *args, "wandb.enabled=false", "dry_run=true"])
+
+
+def test_dataloader_sweep_end_to_end(sweeper_cli, tmp_path, capsys, monkeypatch):
     result = sweeper_cli(GRID + SMALL)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
@@ -47,9 +59,10 @@ def test_dataloader_sweep_end_to_end(sweeper_cli, tmp_path):
         assert record["resources"]["isolation"] == "node"
     assert len({r["pid"] for r in records}) == 4
 
-    # the same grid point has the same id in every run
-    dry = sweeper_cli(GRID + SMALL + ["dry_run=true"])
-    assert sorted(line.split()[0] for line in dry.stdout.splitlines()[1:]) == sorted(summary["trial_id"])
+    # the same grid point has the same id in every run (a dry run, in this process: it starts nothing)
+    assert dry_run(GRID + SMALL, tmp_path, monkeypatch) == 0
+    dry = capsys.readouterr().out
+    assert sorted(line.split()[0] for line in dry.splitlines()[1:]) == sorted(summary["trial_id"])
 
     summary_again, steps = load(run)
     assert len(summary_again) == 4 and set(steps["trial_id"]) == set(summary["trial_id"])
