@@ -336,6 +336,9 @@ def test_a_baseline_without_a_successful_repeat_gets_no_recommendation(objective
     # and the notes blame the baseline, not the repeat count ("too few repeats ...; raise repeats")
     assert a.notes[0].startswith("the baseline num_workers=0 has no successful repeat")
     assert not any(note.startswith("too few repeats") for note in a.notes)
+    # the verdicts, which the note and the recommendation read, say the same of every cell and metric
+    judged = a.verdicts[a.verdicts["cell_id"] != "c0"]
+    assert (judged[["throughput_verdict", "p50_verdict", "p95_verdict"]] == "no baseline result").all().all()
 
 
 def test_per_item_objective_when_batch_size_is_swept():

@@ -55,12 +55,12 @@ def fleet_notes(fleet: pd.DataFrame) -> List[str]:
             for row in slow.to_dict("records")]
 
 
-def _baselines_without_result(cells: pd.DataFrame, strata: Sequence[Stratum]) -> List[str]:
-    """The labels of the strata's baselines none of whose repeats succeeded."""
-    ran = dict(zip(cells["cell_id"], cells["repeats"])) if not cells.empty else {}
+def _baselines_without_result(cells: pd.DataFrame, strata: Sequence[Stratum],
+                              comparisons: Dict[str, stats.Comparison]) -> List[str]:
+    """The labels of the strata's baselines whose cells the verdicts could not judge: NO_BASELINE."""
     labels = dict(zip(cells["cell_id"], cells["cell"])) if not cells.empty else {}
-    return [str(labels.get(s.baseline_id, s.baseline_id)) for s in strata
-            if s.baseline_id is not None and not ran.get(s.baseline_id, 0)]
+    return [str(labels.get(s.baseline_id, s.baseline_id)) for s in strata if s.baseline_id is not None
+            and any(c in comparisons and comparisons[c].verdict == stats.NO_BASELINE for c in s.cell_ids)]
 
 
 def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[Stratum], cfg: AnalysisConfig,
@@ -72,9 +72,10 @@ def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[S
     if judged and not cells.empty and (cells["repeats"] <= 1).all():
         notes.append("one repeat per cell: no verdicts are possible; run with repeats=5 or more "
                      "(each repeat is a fresh process, the unit of evidence)")
-    elif _baselines_without_result(cells, strata):
-        notes.append(f"the baseline {', '.join(_baselines_without_result(cells, strata))} has no successful repeat, so "
-                     "no cell was compared with it (their verdicts read 'too few repeats'); see why its trials failed")
+    elif _baselines_without_result(cells, strata, comparisons):
+        notes.append(f"the baseline {', '.join(_baselines_without_result(cells, strata, comparisons))} has no "
+                     f"successful repeat, so no cell was compared with it (their verdicts read "
+                     f"'{stats.NO_BASELINE}'); see why its trials failed")
     elif any(c.verdict == stats.TOO_FEW for c in comparisons.values()):
         notes.append(f"too few repeats: with {family} comparisons and Holm's correction, no p-value "
                      f"these repeat counts allow can reach alpha={cfg.alpha}; raise repeats")

@@ -163,9 +163,9 @@ def recommend(analysis, cfg: Optional[AnalysisConfig] = None) -> Optional[Recomm
 def _baseline_without_result(analysis) -> Optional[Recommendation]:
     """The recommendation of a run whose baseline has no successful repeat (every one failed):
     none, for any objective, since every gain and verdict is relative to the baseline."""
-    base = analysis.cells.loc[analysis.cells["cell_id"] == analysis.baseline_id]
-    if len(base) and int(base["repeats"].iloc[0]) > 0:
+    if not (analysis.verdicts["verdict"] == stats.NO_BASELINE).any():     # the verdicts' call, not a second rule
         return None
+    base = analysis.cells.loc[analysis.cells["cell_id"] == analysis.baseline_id]
     label = str(base["cell"].iloc[0]) if len(base) else str(analysis.baseline_id)
     return Recommendation(cell_id=None, cell=label, objective=analysis.metric, value=math.nan, gain=math.nan,
                           gain_low=math.nan, gain_high=math.nan, verdict="", is_baseline=False,

@@ -24,6 +24,7 @@ FASTER = "faster"
 SLOWER = "slower"
 NO_CHANGE = "no detectable change"
 TOO_FEW = "too few repeats"
+NO_BASELINE = "no baseline result"       # the baseline has no value to compare with: every repeat of it failed
 WITHIN = "within"      # significant, but smaller than the minimum effect: "within 5%"
 
 

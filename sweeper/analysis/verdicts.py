@@ -2,7 +2,7 @@
 
 A cell is compared with the baseline over one value per repeat (stats.compare_cells), Holm-
 adjusted across the stratum's cells, and judged faster / slower / within the minimum effect /
-no detectable change / too few repeats. A run of repeats=auto is judged by the looks the sweep
+no detectable change / too few repeats / no baseline result. A run of repeats=auto is judged by the looks the sweep
 took (sequential.py), every metric by the same rule, with why each cell stopped (on analysis.metric). The noise floor is the baseline against itself: its
 repeats in run order, split into two interleaved halves. Pure over DataFrames.
 """
@@ -106,9 +106,21 @@ def judge(strata: Sequence[Stratum], repeats: pd.DataFrame, cfg: AnalysisConfig,
                     schedule = at
                     stopped.update({c: Stop(d.reason, d.left_out) for c, (_, d) in found.items()})
                     stopped[s.baseline_id] = Stop("", max([d.base_left_out for _, d in found.values()] + [0]))
+            for m in METRICS:
+                comparisons[m].update(_without_baseline(comparisons[m], s, repeats, m))
             s = dataclasses.replace(s, noise_floor=noise_floor(repeats, s.baseline_id, cfg, cfg.metric, seed, design))
         judged.append(s)
     return tuple(judged), comparisons, stopped
+
+
+def _without_baseline(found: Dict[str, stats.Comparison], s: Stratum, repeats: pd.DataFrame,
+                      metric: str) -> Dict[str, stats.Comparison]:
+    """The stratum's cells judged against a baseline with no value of `metric` (every repeat of it
+    failed): NO_BASELINE, the one place that says so (the notes and the recommendation read it),
+    rather than 'too few repeats', which would send the user to add repeats."""
+    if np.isfinite(values(repeats, s.baseline_id, COLUMN[metric])).any():
+        return {}
+    return {c: dataclasses.replace(x, verdict=stats.NO_BASELINE) for c, x in found.items() if c in s.cell_ids}
 
 
 def sequential_design(strata: Sequence[Stratum], cfg: AnalysisConfig,
