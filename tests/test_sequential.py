@@ -93,6 +93,19 @@ def test_a_decision_is_kept_whatever_comes_later_and_only_open_cells_want_more()
         [c for c, d in early.decisions.items() if d.is_open]
 
 
+def test_a_baseline_whose_every_repeat_failed_closes_its_cells_instead_of_running_them_to_their_maximum():
+    """Nothing can be judged against it: its cells ran every round to max_repeats before."""
+    design = seq.Design(max_repeats=6, first=2)
+    values, _ = _stratum([0.30, 0.0], 0.03, design, seed=3)
+    failed = {**values, "base": {r: math.nan for r in values["base"]}}
+    found = seq.replay(failed, {"c0": 2, "c1": 2}, "base", design).decisions
+    assert {c: d.reason for c, d in found.items()} == {"c0": seq.BASELINE_FAILED, "c1": seq.BASELINE_FAILED}
+    assert seq.wanting(found, {"c0": 2, "c1": 2}, design) == []
+    one_left = {**failed, "base": {**failed["base"], 3: values["base"][3]}}      # one repeat of it succeeded
+    assert all(d.reason != seq.BASELINE_FAILED for d in seq.replay(one_left, {"c0": 2, "c1": 2}, "base",
+                                                                    design).decisions.values())
+
+
 def test_noise_with_no_effect_ends_as_no_detectable_change_and_a_cell_open_at_the_end_stopped_at_the_budget():
     design = seq.Design(max_repeats=6, first=2)
     values, rounds = _stratum([0.0], 0.10, design, seed=1)

@@ -5,7 +5,8 @@ After each round every open cell is looked at, and a look decides it: faster or 
 (significant at the look's nominal level and past analysis.min_effect), within the minimum
 effect (its repeated interval inside +-min_effect, or significant but smaller), no detectable
 change (predictive power to end significant below `futility`), or still open. A cell is closed
-once decided, at its maximum, when its last repeat failed, or when the sweep's budget ends.
+once decided, at its maximum, when its last repeat failed (or every one of its baseline's so
+far), or when the sweep's budget ends.
 docs/analysis.md#repeats-auto gives the method and its assumptions:
 
 - the test (contrasts.py): Student's t on the log of each repeat's value (one value per repeat,
@@ -45,6 +46,7 @@ UNDECIDED = "undecided"
 OPEN = ""                                  # reason of a cell that may still get repeats
 DECIDED, DROPPED, AT_MAX, BUDGET = "decided", "dropped from the race", "at its maximum", "budget"
 FAILED_REPEAT = "a repeat failed"        # an open cell whose last repeat failed gets no more (its row says why)
+BASELINE_FAILED = "the baseline failed"  # every repeat of the baseline so far failed: nothing to judge against
 Values = Mapping[int, float]               # repeat number -> the repeat's value (NaN: failed)
 WITHIN_SPENDING = "pocock"                 # the "within" interval's own spending (an equivalence claim, TOST)
 
@@ -243,7 +245,8 @@ def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: st
     and the baseline's first `baseline_target` ones, or `base_at[r]`: the baseline's repeats at
     that look as the sweep ran them (another metric's replay of the same run passes the chosen
     metric's, whose looks set the baseline's schedule). A cell decided at a look keeps that
-    decision; OPEN ones may get another round."""
+    decision; OPEN ones may get another round; a look with no value of the baseline (each of its
+    repeats failed) closes every open cell: BASELINE_FAILED."""
     cells = [c for c in values if c != baseline]
     out: Dict[str, Decision] = {c: Decision(c) for c in cells}
     rejected, comparisons, base = 0, len(cells), baseline_target(design.first, len(cells), design, 0)
@@ -256,6 +259,9 @@ def replay(values: Mapping[str, Values], rounds: Mapping[str, int], baseline: st
         if not open_now:
             break
         used = at[r] = base
+        if not data[baseline].size:              # no more rounds against a baseline that fails each time
+            out.update({c: replace(out[c], reason=BASELINE_FAILED, n=int(data[c].size)) for c in open_now})
+            break
         seen = Evidence.of(data, design.higher_is_better)
         out.update(look(seen, baseline, open_now, design, r, comparisons, rejected))
         rejected = sum(1 for d in out.values() if d.rejected)
