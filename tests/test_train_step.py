@@ -301,25 +301,31 @@ def _one_rank_run(backend, stage):
 def fresh_process_checks(cache_dir):
     """Both groups of checks in one fresh process (torch imported once): where DeepSpeed is
     installed, the one-rank runs, then the ranks' (last: their failed run leaves this process's
-    default process group up, which a child forked after it would inherit)."""
+    default process group up, which a child forked after it would inherit). A failure in the
+    first is printed, not raised: the rank checks still run and report for themselves."""
+    import traceback
+
     if HAS_DEEPSPEED:
-        one_rank_runs()
+        try:
+            one_rank_runs()
+        except Exception:
+            traceback.print_exc()
     rank_checks(cache_dir)
 
 
 @pytest.fixture(scope="module")
 def fresh_process(tmp_path_factory):
-    """The output of fresh_process_checks, for the tests below that read it."""
+    """The output of fresh_process_checks, for the tests below that read it: (stdout, stderr)."""
     code = f"from tests.test_train_step import fresh_process_checks; " \
            f"fresh_process_checks({str(tmp_path_factory.mktemp('ranks'))!r})"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=400)
-    return result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout, result.stderr
 
 
 @pytest.mark.slow
 def test_ranks_read_their_own_shards_and_failures_are_reaped(fresh_process):
-    stdout, tail = fresh_process
-    assert "RANK CHECKS OK" in stdout, tail
+    stdout, stderr = fresh_process
+    assert "RANK CHECKS OK" in stdout, stdout[-3000:] + stderr[-3000:]
 
 
 # -- real trials through the sweep ---------------------------------------------------------
@@ -417,9 +423,10 @@ def test_deepspeed_on_one_rank_with_activation_checkpointing_matches_native(fres
     """In a fresh process, not a sweep: the zero grid above runs DeepSpeed trials through Ray."""
     import json
 
-    stdout, tail = fresh_process
+    stdout, stderr = fresh_process
     runs = [json.loads(line[4:]) for line in stdout.splitlines() if line.startswith("RUN ")]
-    assert len(runs) == 4 and {(r["backend"], r["zero_stage"]) for r in runs} == set(ONE_RANK), tail
+    assert len(runs) == 4 and {(r["backend"], r["zero_stage"]) for r in runs} == set(ONE_RANK), \
+        stdout[-3000:] + stderr[:3000]                                   # these runs come first: so do their errors
     assert all(r["world_size"] == 1 and r["activation_checkpointing"] and r["checkpointed_blocks"] == 2
                for r in runs), runs
     summary = pd.DataFrame([{"trial_id": f"{r['backend']}-{r['zero_stage']}", "status": "ok",
