@@ -10,7 +10,10 @@ Safe to start from cron or a systemd timer:
   and one ordinary run folder per sweep, <stamp>/<sweep>/<stamp>/, which every tool that
   reads a run (compare, report, history) reads unchanged;
 - an exit code for the scheduler: the worst of the sweeps' codes, and 3 (REGRESSED) when
-  the regression check (overnight.alerts, "module:function") returns any alert.
+  the regression check (overnight.alerts, "module:function") returns any alert;
+- a night cut short (a reboot, a kill, a full disk, a lost Ray node) is finished by the same
+  command with resume=latest (or resume=<stamp>): same folder and stamp, finished sweeps kept,
+  the one cut short resumed, the rest run fresh (sweeper/night_resume.py decides which).
 
 Each sweep runs as its own `python -m sweeper +sweep=NAME` process, one after the other:
 it composes its own grid as a user's run would, a crash or a leak of one sweep (DALI's
@@ -33,18 +36,21 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from sweeper import exitcodes
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.files import write_bytes_atomic
 from sweeper.interrupts import interrupted, stop_signals
+from sweeper.night_resume import (FRESH, KEEP, Step, clear_empty_run, dry_run_heading, heading, night_named,
+                                  nothing_left, planned_ids, resume_args, resumed_manifest, step_line, steps_of)
 from sweeper.runfolder import new_run, planned_run
 
 MANIFEST_VERSION = 1
 # Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
-_NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "repeats", "sequential", "hydra.sweep", "hydra.run",
-                  "hydra.mode")
+# resume: the suite's own resume names a night; a resumed sweep gets its run's resume from the suite.
+_NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "repeats", "sequential", "resume", "hydra.sweep",
+                  "hydra.run", "hydra.mode")
 
 
 class LockHeld(Exception):
@@ -197,8 +203,9 @@ def run_suite(job, multirun: Optional[str] = None) -> int:
 
 def _suite(job, multirun: Optional[str]) -> int:
     root, started = job.config, time.time()
+    resumed = night_named(root) if root.resume else None     # bad input: before the lock and anything else
     if root.dry_run:
-        return _dry_run(job, planned_run(root))
+        return _dry_run(job, resumed or planned_run(root), *steps_of(root, resumed))
     lock_file = Path(root.overnight.lock_file).expanduser()
     try:
         lock = take_lock(lock_file, holder_info(started))
@@ -207,24 +214,36 @@ def _suite(job, multirun: Optional[str]) -> int:
         return exitcodes.LOCKED
     try:
         check_hook(root.overnight.alerts)       # under the lock: a second start still exits at once
-        return _refused_sweep(job, planned_run(root)) or _night(job, new_run(root, multirun).path, started)
+        steps, old = steps_of(root, resumed)       # under the lock: no other suite changes the night meanwhile
+        if old is not None and nothing_left(resumed, steps):
+            return print(nothing_left(resumed, steps), flush=True) or exitcodes.OK
+        return _refused_sweep(job, resumed or planned_run(root), steps) or \
+            _night(job, resumed or new_run(root, multirun).path, started, steps, old)
     finally:
         release_lock(lock, lock_file)
 
 
-def _night(job, night: Path, started: float) -> int:
+def _night(job, night: Path, started: float, steps: Optional[List[Step]] = None,
+           old: Optional[Dict[str, Any]] = None) -> int:
+    """The night's sweeps in turn (a new night: each fresh), night.json after each; the exit code."""
     root = job.config
+    steps = steps if steps is not None else steps_of(root, None)[0]
     if root.overnight.budget_s:
         root.overnight.deadline = started + root.overnight.budget_s
     manifest = new_manifest(root, started)
+    if old is not None:
+        resume = {"at": started, **{k: manifest[k] for k in ("host", "pid", "command", "budget_s")}}
+        manifest = resumed_manifest(old, resume, root.overnight.deadline)
+        print("\n".join([heading(night, root.overnight.budget_s), *map(step_line, steps)]), flush=True)
     code, full = exitcodes.OK, False
     try:
-        for name in root.overnight.sweeps:
-            ended = _one_sweep(name, job, night, manifest, disk_full=full)
+        for step in steps:
+            ended = _one_step(step, job, night, manifest, disk_full=full)
             code, full = max(code, ended), full or ended == exitcodes.NO_ROOM
             write_manifest(night, manifest)
     except KeyboardInterrupt:
         code = interrupted("while the suite ran: it stops; finished trials are kept, the manifest says what ran")
+        manifest["sweeps"] += [s.entry for s in steps if s.action == KEEP and s.entry not in manifest["sweeps"]]
     code = max(code, _alerts(root.overnight.alerts, night, manifest))
     manifest.update(ended_at=time.time(), exit_code=code)
     write_manifest(night, manifest)
@@ -232,7 +251,18 @@ def _night(job, night: Path, started: float) -> int:
     return code
 
 
-def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full: bool = False) -> int:
+def _one_step(step: Step, job, night: Path, manifest: Dict[str, Any], disk_full: bool) -> int:
+    """A kept sweep's entry stands (its exit code counts); any other runs, resumed or fresh."""
+    if step.action == KEEP:
+        manifest["sweeps"].append(step.entry)
+        return step.entry.get("exit_code") or exitcodes.OK
+    if step.action == FRESH:
+        clear_empty_run(night / step.name / job.config.run_id)
+    return _one_sweep(step.name, job, night, manifest, disk_full, resume_args(step, job.config.run_id))
+
+
+def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full: bool = False,
+               extra: Tuple[str, ...] = ()) -> int:
     root = job.config
     entry: Dict[str, Any] = {"name": name, "run": None, "status": "skipped", "exit_code": None,
                              "started_at": None, "ended_at": None, "skipped_trials": []}
@@ -247,7 +277,7 @@ def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full:
     entry.update(started_at=time.time(), run=f"{name}/{stamp}", status="running")
     write_manifest(night, manifest)
     try:
-        code = run_one(name, sweep_command(name, night, stamp, root, job.overrides))
+        code = run_one(name, sweep_command(name, night, stamp, root, job.overrides) + list(extra))
     except KeyboardInterrupt:
         entry.update(status="interrupted", exit_code=exitcodes.INTERRUPTED, ended_at=time.time())
         raise
@@ -325,11 +355,11 @@ def check_hook(target: Optional[str]) -> None:
                               f"the ':' (night folder, night.json dict) -> list of alerts, or overnight.alerts=null")
 
 
-def _refused_sweep(job, night: Path) -> int:
+def _refused_sweep(job, night: Path, steps: List[Step]) -> int:
     """Each sweep's own dry run, before the lock and the night folder: a name that is no sweep,
     or an override that one sweep refuses, is its one line and exit 2 now, not after the
     sweeps before it ran. What the dry runs print otherwise is left out (the sweeps say it again)."""
-    for name in job.config.overnight.sweeps:
+    for name in (s.name for s in steps if s.action != KEEP):
         command = sweep_command(name, night, job.config.run_id, job.config, job.overrides) + ["dry_run=true"]
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
         if done.returncode == exitcodes.USAGE:
@@ -343,17 +373,24 @@ def load_hook(target: str) -> Callable[[Path, Dict[str, Any]], List[Dict[str, An
     return getattr(importlib.import_module(module), name)
 
 
-def _dry_run(job, night: Path) -> int:
-    """Each sweep's own dry run, under one heading that counts their trials; no lock, nothing launched."""
-    root, code, outputs = job.config, exitcodes.OK, []
-    for name in root.overnight.sweeps:
-        command = sweep_command(name, night, root.run_id, root, job.overrides)
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
-        code, outputs = max(code, done.returncode), outputs + [(name, done.stdout)]
-    counts = {name: sum(1 for line in out.splitlines() if line.startswith("  ")) for name, out in outputs}
-    print(f"dry run: {sum(counts.values())} trial(s) of sweep '{root.sweep.name}' "
-          f"({', '.join(f'{n} {c}' for n, c in counts.items())}, in turn), nothing launched; "
-          f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}", flush=True)
-    for _, out in outputs:
+def _dry_run(job, night: Path, steps: List[Step], old: Optional[Dict[str, Any]]) -> int:
+    """Each sweep's own dry run (a resumed one's with its resume), under one heading that counts
+    their trials; no lock, nothing launched. A sweep's dry run that fails is its own lines and
+    exit code, with no plan printed over them."""
+    root, outputs = job.config, []
+    for step in (s for s in steps if s.action != KEEP):
+        command = sweep_command(step.name, night, root.run_id, root, job.overrides) + resume_args(step, root.run_id)
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        sys.stderr.write(done.stderr)
+        if done.returncode != exitcodes.OK:
+            return done.returncode
+        outputs.append((step, planned_ids(done.stdout), done.stdout))
+    if old is not None:
+        print(dry_run_heading(night, root, steps, outputs), flush=True)
+    else:
+        print(f"dry run: {sum(len(ids) for _, ids, _ in outputs)} trial(s) of sweep '{root.sweep.name}' "
+              f"({', '.join(f'{s.name} {len(ids)}' for s, ids, _ in outputs)}, in turn), nothing launched; "
+              f"budget {root.overnight.budget_s or 'none'} s; lock {root.overnight.lock_file}", flush=True)
+    for _, _, out in outputs:
         print(out, end="", flush=True)
-    return code
+    return exitcodes.OK
