@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from sweeper import exitcodes
 from sweeper.errors import ConfigError, SweeperError
@@ -214,9 +214,10 @@ def _suite(job, multirun: Optional[str]) -> int:
         return exitcodes.LOCKED
     try:
         check_hook(root.overnight.alerts)       # under the lock: a second start still exits at once
-        steps, old = steps_of(root, resumed)       # under the lock: no other suite changes the night meanwhile
-        if old is not None and nothing_left(resumed, steps):
-            return print(nothing_left(resumed, steps), flush=True) or exitcodes.OK
+        steps, old = steps_of(root, resumed)    # under the lock: no other suite changes the night meanwhile
+        if old is not None and nothing_left(resumed, steps):       # its files stay as they are
+            print(nothing_left(resumed, steps), flush=True)
+            return exitcodes.OK
         return _refused_sweep(job, resumed or planned_run(root), steps) or \
             _night(job, resumed or new_run(root, multirun).path, started, steps, old)
     finally:
@@ -262,7 +263,7 @@ def _one_step(step: Step, job, night: Path, manifest: Dict[str, Any], disk_full:
 
 
 def _one_sweep(name: str, job, night: Path, manifest: Dict[str, Any], disk_full: bool = False,
-               extra: Tuple[str, ...] = ()) -> int:
+               extra: Sequence[str] = ()) -> int:
     root = job.config
     entry: Dict[str, Any] = {"name": name, "run": None, "status": "skipped", "exit_code": None,
                              "started_at": None, "ended_at": None, "skipped_trials": []}
