@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from sweeper.analysis import strata as stratum_rules
 from sweeper.errors import ConfigError
 from sweeper.schema import TRIAL_SECTIONS, TrialConfig, is_measurement, key_role, swept_value, trial_config
-from sweeper.spec import Wants, spec_for
+from sweeper.spec import Wants, declared, spec_for
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,20 @@ def infeasible_reason(num_cpus: float, num_gpus: float, cluster: ClusterShape, d
     if num_cpus > max(cluster.node_cpus, default=0.0):
         return f"asks for {num_cpus:g} CPU(s) but no node has more than {max(cluster.node_cpus, default=0.0):g}"
     return None
+
+
+def check_workload(root, cluster: ClusterShape) -> None:
+    """One job's plan-time checks of its workload (its spec's validate) on `cluster`: the first
+    job's, before a local Ray is started early, so that its bad input is one line at once rather
+    than after Ray's start. plan_cells runs the same checks on every job. A target of the user's
+    own, whose spec only its module has, is left to them: importing it (torch, say) here would
+    hold Ray's start back."""
+    spec = declared(root.workload)
+    if spec is None:
+        return
+    cfg = trial_config(root, spec.sections)
+    _, gpus = request(cfg, spec.resources(cfg), cluster)
+    spec.validate(root, planned_device(cfg, gpus))
 
 
 def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:

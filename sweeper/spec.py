@@ -135,17 +135,32 @@ def spec_for(workload_cfg) -> WorkloadSpec:
     return _LOADED[key]
 
 
+def declared(workload_cfg) -> Optional[WorkloadSpec]:
+    """The spec `workload.spec` names for this target, found without importing the target's
+    module; None where only that module can say (a target of the user's own)."""
+    key = (workload_cfg.spec, workload_cfg.target)
+    return _LOADED[key] if key in _LOADED else _declared(*key)
+
+
+def _declared(spec_path: Optional[str], target: str) -> Optional[WorkloadSpec]:
+    if not spec_path:
+        return None
+    module_name, _, attr = spec_path.partition(":")
+    found = getattr(_import(module_name, "workload.spec", spec_path), attr or "SPEC", None)
+    if not isinstance(found, WorkloadSpec):
+        raise ConfigError(f"workload.spec={spec_path!r}: no WorkloadSpec named {attr or 'SPEC'!r} there")
+    if found.target not in (None, target):
+        return None
+    _check_findable(target)
+    return found
+
+
 def _load(spec_path: Optional[str], target: str) -> WorkloadSpec:
     """A config group's spec describes its own target; with the target overridden
     (workload.target=my_bench:run), the spec comes from the new target's module."""
-    if spec_path:
-        module_name, _, attr = spec_path.partition(":")
-        found = getattr(_import(module_name, "workload.spec", spec_path), attr or "SPEC", None)
-        if not isinstance(found, WorkloadSpec):
-            raise ConfigError(f"workload.spec={spec_path!r}: no WorkloadSpec named {attr or 'SPEC'!r} there")
-        if found.target in (None, target):
-            _check_findable(target)
-            return found
+    found = _declared(spec_path, target)
+    if found is not None:
+        return found
     module_name, _, function = target.partition(":")
     module = _import(module_name, "workload.target", target)
     _check_callable(module, function, target)

@@ -401,17 +401,18 @@ def test_fp16_on_deepspeeds_cpu_accelerator_is_one_line_before_any_trial(sweeper
 
     if not fp16_refused_on_cpu(cpu_flags()):
         pytest.skip("this CPU has oneDNN fp16 (AVX512-FP16 or AMX-FP16): DeepSpeed's CPU accelerator allows fp16")
-    path = _seed_json(tmp_path, train_batch_size=16)
+    path, timeline = _seed_json(tmp_path, train_batch_size=16), tmp_path / "timeline"
     result = sweeper_cli(["+sweep=zero", "train.backend=deepspeed", f"train.deepspeed_config={path}",
                           "train.model=nanogpt_style:gpt", "train.zero_stage=2", "train.precision=fp16",
                           "train.accum_steps=2", "train.activation_checkpointing=true", *FAST],
-                         timeout=120, env_extra=_env(usergpt))
+                         timeout=120, env_extra={**_env(usergpt), "SWEEPER_TIMELINE": str(timeline)})
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: train.precision=fp16: DeepSpeed's CPU accelerator refuses fp16 here (is_fp16_supported() is false: "
         f"this CPU has no AVX512-FP16 or AMX-FP16) and these trials run on CPUs (train.deepspeed_config='{path}' "
         f"asks for it too); use train.precision=bf16 or fp32, or GPUs")
-    assert "Started a local Ray" not in result.stdout + result.stderr
+    phases = [line.split()[-1] for line in timeline.read_text().splitlines()]
+    assert "first_job_composed" in phases and "ray_ready" not in phases, phases    # said before Ray started
 
 
 def test_the_loss_is_the_tensor_its_loss_or_a_tuples_last_element():

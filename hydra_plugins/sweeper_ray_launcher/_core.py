@@ -41,7 +41,7 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
         values = app_values(sweep_config)
         jobs.append(Job(list(overrides), root_config_from_dict(values), values))
         if i == 0:
-            begin_early(values)     # Ray starts while the rest is composed, checked and planned
+            begin_early(values, jobs[0].config)     # Ray starts while the rest is composed, checked and planned
     return jobs
 
 

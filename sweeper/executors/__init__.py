@@ -16,6 +16,7 @@ are checked and planned; `make_executor` then hands that executor over instead o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
 from sweeper.executors.base import Executor, NodeLost, TrialLost
@@ -65,10 +66,11 @@ def head_start() -> Iterator[None]:
             early.close()
 
 
-def begin_early(config: Any) -> None:
-    """Called with the first job's checked config, before the other jobs are composed: starts
-    Ray and the node zygote now when the sweep runs on Ray. A config error in that job comes
-    before anything starts; outside head_start (a test composing configs), nothing starts."""
+def begin_early(config: Any, root: Any = None) -> None:
+    """Called with the first job's checked config (`root`: as a RootConfig), before the other
+    jobs are composed: starts Ray and the node zygote now when the sweep runs on Ray. A config
+    error in that job, or in its workload's plan-time checks on this machine (a local Ray's),
+    comes before anything starts; outside head_start (a test composing configs), nothing starts."""
     global _EARLY
     if not _ARMED or _EARLY is not None or not runs_on_ray(config):
         return
@@ -78,8 +80,22 @@ def begin_early(config: Any) -> None:
 
     ray_cfg = _ray_config(config.get("ray") or {})
     check_temp_room("ray", ray_cfg.address)            # a Ray started on a full disk times out, 30 s later
+    if root is not None and not ray_cfg.address:       # an attached cluster's shape is known only from it
+        from sweeper.plan import check_workload
+
+        check_workload(root, _local_ray_shape(ray_cfg))
     _EARLY = RayExecutor(ray_cfg, preload=())
     _EARLY.begin()
+
+
+def _local_ray_shape(ray_cfg):
+    """The node a local Ray will have: ray.num_cpus / ray.num_gpus, else this machine's."""
+    from sweeper.executors.local import this_machine
+
+    here = this_machine()
+    cpus = here.node_cpus if ray_cfg.num_cpus is None else [float(ray_cfg.num_cpus)]
+    gpus = here.node_gpus if ray_cfg.num_gpus is None else [float(ray_cfg.num_gpus)]
+    return dataclasses.replace(here, node_cpus=cpus, node_gpus=gpus)
 
 
 def _take_early(ray_cfg) -> Optional[Executor]:
