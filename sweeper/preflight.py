@@ -24,10 +24,24 @@ def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
     check_temp_room(root.executor, root.ray.address)
+    if root.executor == "local" and in_process_line(trials):
+        raise ConfigError(in_process_line(trials))
     if root.executor == "local" or not root.ray.address:      # the trials run on this machine
         line = loader_workers_line(trials, shape)
         if line:
             print(f"warning: {line}", file=sys.stderr)
+
+
+def in_process_line(trials: Sequence[Trial]) -> Optional[str]:
+    """executor=local runs every trial in this one process, and DeepSpeed keeps its process group
+    (its comm backend's) from one trial to the next: each DeepSpeed trial after the first failed
+    with "Group ... is not registered"."""
+    deepspeed = [t for t in trials if t.config.train is not None and t.config.train.backend == "deepspeed"]
+    if len(deepspeed) < 2:
+        return None
+    return (f"executor=local: {len(deepspeed)} trials with train.backend=deepspeed would run in this one process, "
+            f"and DeepSpeed keeps its process group from one trial to the next (each after the first would fail); "
+            f"leave executor out (each trial then runs in a process of its own), or run one DeepSpeed trial")
 
 
 def folder_problem(path: Path) -> Optional[str]:

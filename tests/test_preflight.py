@@ -1,11 +1,12 @@
 """Checks of the machine before any trial: folders the run will write, CPUs its loaders ask for."""
+import dataclasses
 import os
 
 import pytest
 
 from sweeper.errors import ConfigError
 from sweeper.plan import ClusterShape, plan_cells
-from sweeper.preflight import check_history_dir, check_machine, folder_problem, loader_workers_line
+from sweeper.preflight import check_history_dir, check_machine, folder_problem, in_process_line, loader_workers_line
 from sweeper.schema import root_config_from_dict
 
 TWO_CPUS = ClusterShape(node_cpus=[2.0], node_gpus=[0.0])
@@ -55,3 +56,18 @@ def test_more_loader_workers_than_cpus_is_one_warning_line(capsys):
 def test_an_absurd_number_of_workers_is_refused(values, key):
     with pytest.raises(ConfigError, match=rf"^{key}: \d+ .* more than a node runs \(at most 1024\)"):
         root_config_from_dict(values)
+
+
+def test_two_deepspeed_trials_in_the_drivers_own_process_are_refused_before_any_trial():
+    """executor=local: DeepSpeed keeps the first trial's process group, and every later DeepSpeed
+    trial failed ('Group ... is not registered'); one such trial, or native ones, run."""
+    step = {"target": "workloads.train_step:run", "spec": "workloads.specs:TRAIN_STEP", "device": "cpu"}
+    jobs = [([f"train.zero_stage={z}"], root(workload=step, train={"zero_stage": z})) for z in (0, 1)]
+    native = plan_cells(jobs, TWO_CPUS)
+    deepspeed = [dataclasses.replace(t, config=dataclasses.replace(
+        t.config, train=dataclasses.replace(t.config.train, backend="deepspeed"))) for t in native]
+    assert in_process_line(native) is None and in_process_line(deepspeed[:1]) is None
+    with pytest.raises(ConfigError, match=r"^executor=local: 2 trials with train\.backend=deepspeed would run in this "
+                                          r"one process, .*leave executor out"):
+        check_machine(root(executor="local", history={"enabled": False}), deepspeed, TWO_CPUS)
+    check_machine(root(executor="ray", history={"enabled": False}), deepspeed, TWO_CPUS)   # a process each

@@ -3,8 +3,9 @@
 `python -m sweeper executor=local ...` runs each trial's workload in this process, so a
 breakpoint in it stops the sweep there and `nsys profile python -m sweeper executor=local`
 sees every trial. What it gives up: no process per trial (a trial's threads, seeds and
-memory cap stay set for the next), no timeout, and a trial that kills its own process
-ends the sweep. Records, summary, tables, exit codes and publishers are the driver's,
+memory cap stay set for the next; DeepSpeed keeps its process group, so a run of more than
+one DeepSpeed trial is refused before any starts: sweeper.preflight.in_process_line), no
+timeout, and a trial that kills its own process ends the sweep. Records, summary, tables, exit codes and publishers are the driver's,
 the same as with Ray. What a trial starts still ends with it: this process is a child
 subreaper, so a daemon the trial double-forks comes back below it, and every process that
 appeared below it during the trial is ended when the trial returns.
