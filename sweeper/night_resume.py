@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.results import TRIAL_DIRS, read_records
-from sweeper.runfolder import NewRun, _in_order, contained, drop_new_run, results_root
+from sweeper.runfolder import NewRun, contained, drop_new_run, holding, results_root
 
 NIGHT_FILE = "night.json"
 FINISHED = ("ok", "failed trials")       # every trial ran: a failed trial is a row, not a missing one
@@ -43,7 +43,7 @@ def find_night(nights: Path, resume: str, results: Path) -> Path:
     """The night folder `resume=` names under `nights` (results_dir/overnight); a ConfigError
     in one line when there is none, it is a path, or the folder is not a night."""
     if resume == "latest":
-        found = sorted((p for p in _folders(nights) if (p / NIGHT_FILE).is_file()), key=_in_order)
+        found = holding(nights, NIGHT_FILE, folder=False)
         if not found:
             raise ConfigError(f"resume=latest: no night to resume under {nights} (no folder with {NIGHT_FILE}); "
                               f"start a night without resume")
@@ -53,18 +53,10 @@ def find_night(nights: Path, resume: str, results: Path) -> Path:
                           f"not a path")
     night = contained(nights / resume, results, "resume")
     if not (night / NIGHT_FILE).is_file():
-        known = ", ".join(p.name for p in sorted(_nights(nights), key=_in_order)[-3:]) or "none"
+        known = ", ".join(p.name for p in holding(nights, NIGHT_FILE, folder=False)[-3:]) or "none"
         raise ConfigError(f"resume={resume}: {nights / resume} is not a night of the suite (no {NIGHT_FILE} in it); "
                           f"give latest or a night's stamp (latest ones: {known})")
     return night
-
-
-def _folders(nights: Path) -> List[Path]:
-    return [p for p in nights.iterdir() if p.is_dir()] if nights.is_dir() else []
-
-
-def _nights(nights: Path) -> List[Path]:
-    return [p for p in _folders(nights) if (p / NIGHT_FILE).is_file()]
 
 
 def read_night(night: Path, suite: str) -> Dict[str, Any]:

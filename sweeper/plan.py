@@ -170,11 +170,17 @@ def check_workload(root, cluster: ClusterShape) -> None:
     own, whose spec only its module has, is left to them: importing it (torch, say) here would
     hold Ray's start back."""
     spec = declared(root.workload)
-    if spec is None:
-        return
+    if spec is not None:
+        _checked(root, spec, cluster)
+
+
+def _checked(root, spec, cluster: ClusterShape) -> tuple:
+    """A job's trial config, its request (cpus, gpus) and device, once its spec's checks pass."""
     cfg = trial_config(root, spec.sections)
-    _, gpus = request(cfg, spec.resources(cfg), cluster)
-    spec.validate(root, planned_device(cfg, gpus))
+    cpus, gpus = request(cfg, spec.resources(cfg), cluster)
+    device = planned_device(cfg, gpus)
+    spec.validate(root, device)
+    return cfg, cpus, gpus, device
 
 
 def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: ClusterShape) -> List[Trial]:
@@ -184,10 +190,7 @@ def plan_cells(jobs: Sequence[tuple[Sequence[str], TrialConfig]], cluster: Clust
     seen: Dict[str, Sequence[str]] = {}
     for index, (overrides, root) in enumerate(jobs):
         spec = spec_for(root.workload)
-        cfg = trial_config(root, spec.sections)
-        cpus, gpus = request(cfg, spec.resources(cfg), cluster)
-        device = planned_device(cfg, gpus)
-        spec.validate(root, device)
+        cfg, cpus, gpus, device = _checked(root, spec, cluster)
         cid = cell_id(cfg, spec.name)
         if cid in seen:
             raise same_cell_error(seen[cid], overrides)

@@ -24,8 +24,9 @@ def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
     check_temp_room(root.executor, root.ray.address)
-    if root.executor == "local" and in_process_line(trials):
-        raise ConfigError(in_process_line(trials))
+    refused = in_process_line(trials) if root.executor == "local" else None
+    if refused:
+        raise ConfigError(refused)
     if root.executor == "local" or not root.ray.address:      # the trials run on this machine
         line = loader_workers_line(trials, shape)
         if line:

@@ -119,7 +119,7 @@ def resumed_run(root: RootConfig) -> Path:
     results = results_root(root)
     runs = contained(results / root.sweep.name, results, "sweep.name")
     if root.resume == "latest":
-        earlier = sorted((p for p in runs.iterdir() if (p / TRIAL_DIRS).is_dir()), key=_in_order) if runs.is_dir() else []
+        earlier = holding(runs, TRIAL_DIRS)
         if not earlier:
             raise ConfigError(f"resume=latest: no earlier run of sweep '{root.sweep.name}' under {runs}; "
                               f"start a new run without resume")
@@ -133,6 +133,14 @@ def resumed_run(root: RootConfig) -> Path:
     read_records(run)             # a damaged trial.json is named now, before anything starts
     root.run_id = run.name
     return run
+
+
+def holding(parent: Path, name: str, folder: bool = True) -> List[Path]:
+    """The folders under `parent` that hold the folder `name` (a run's trials/) or, `folder=False`,
+    the file (a night's night.json), in the order their ids were taken (the last is the latest)."""
+    found = [p for p in parent.iterdir() if p.is_dir() and ((p / name).is_dir() if folder else (p / name).is_file())] \
+        if parent.is_dir() else []
+    return sorted(found, key=_in_order)
 
 
 def _in_order(run: Path) -> list:

@@ -69,11 +69,12 @@ def verdict_notes(cells: pd.DataFrame, repeats: pd.DataFrame, strata: Sequence[S
     notes = []
     judged = len(strata) == 1 or any(s.baseline_id is not None for s in strata)   # some cell has a baseline
     family = max([len(s.cell_ids) - 1 for s in strata if s.baseline_id is not None] or [0])
+    failed_bases = _baselines_without_result(cells, strata, comparisons)
     if judged and not cells.empty and (cells["repeats"] <= 1).all():
         notes.append("one repeat per cell: no verdicts are possible; run with repeats=5 or more "
                      "(each repeat is a fresh process, the unit of evidence)")
-    elif _baselines_without_result(cells, strata, comparisons):
-        notes.append(f"the baseline {', '.join(_baselines_without_result(cells, strata, comparisons))} has no "
+    elif failed_bases:
+        notes.append(f"the baseline {', '.join(failed_bases)} has no "
                      f"successful repeat, so no cell was compared with it (their verdicts read "
                      f"'{stats.NO_BASELINE}'); see why its trials failed")
     elif any(c.verdict == stats.TOO_FEW for c in comparisons.values()):
