@@ -21,6 +21,7 @@ analysis.min_effect of it.
     python benchmarks/sequential_sim.py                       # 2,000 sweeps, 2 processes: ~2 min on 2 cores
     python benchmarks/sequential_sim.py --sweeps 200 --jobs 1
     python benchmarks/sequential_sim.py --slow 0.08            # 8% of repeats slowed by a busy machine
+    python benchmarks/sequential_sim.py --baseline 0.8         # the baseline's later repeats: 0.8 x Dunnett's
 """
 from __future__ import annotations
 
@@ -84,6 +85,23 @@ def draw(rng: np.random.Generator, aa: bool, slow_share: float = 0.0) -> Sweep:
     if slow_share > 0:
         values = {c: slowed(rng, v, slow_share) for c, v in values.items()}
     return Sweep(cv, effects, values)
+
+
+def baseline_rule(name: str):
+    """A replacement for sequential.baseline_target after the first round, for --baseline: `held`
+    (the first round's repeats), `plus1` (one more a round), `twice` (twice a cell's), or a number
+    (that many times Dunnett's sqrt(open cells) x a cell's). The design families docs/analysis.md lists."""
+    dunnett = seq.baseline_target
+
+    def target(round_: int, open_cells: int, design: seq.Design, have: int) -> int:
+        if round_ <= design.first:
+            return dunnett(round_, open_cells, design, have)
+        wanted = {"held": 2 * design.first, "plus1": 2 * design.first + round_ - design.first,
+                  "twice": 2 * round_}.get(name)
+        if wanted is None:
+            wanted = math.ceil(float(name) * math.sqrt(max(open_cells, 1)) * round_)
+        return max(have, wanted)
+    return target
 
 
 # -- the rules ----------------------------------------------------------------------------------
@@ -222,7 +240,12 @@ def main(argv: Sequence[str] = ()) -> str:
     parser.add_argument("--max-repeats", type=int, default=defaults.max_repeats, help="sequential.max_repeats")
     parser.add_argument("--futility", type=float, default=defaults.futility, help="sequential.futility")
     parser.add_argument("--spending", default=defaults.spending, help="sequential.spending")
+    parser.add_argument("--baseline", default="dunnett",
+                        help="the baseline's repeats after the first round: dunnett (the rule), held, plus1, twice, "
+                             "or a factor on Dunnett's (0.8)")
     args = parser.parse_args(list(argv))
+    if args.baseline != "dunnett":
+        seq.baseline_target = baseline_rule(args.baseline)    # forked workers inherit it
     cfg = AnalysisConfig()
     bounds = SequentialConfig(max_repeats=args.max_repeats, futility=args.futility, spending=args.spending)
     bounds.check()
@@ -232,7 +255,8 @@ def main(argv: Sequence[str] = ()) -> str:
     text = (f"{args.sweeps} simulated sweeps (half A/A), a baseline and {len(EFFECTS)} cells each, effects "
             f"{', '.join(f'{e:.0%}' for e in EFFECTS)} either way, per-repeat CV {CV_RANGE[0]:.0%}-{CV_RANGE[1]:.0%} "
             f"(log-uniform){f', {args.slow:.0%} of repeats slowed by 10-40%' if args.slow else ''}; alpha {cfg.alpha}, min_effect {cfg.min_effect}; repeats=auto: first round "
-            f"{design.first}, max {design.max_repeats}, {design.spending} spending, futility {design.futility}\n\n"
+            f"{design.first}, max {design.max_repeats}, {design.spending} spending, futility {design.futility}, "
+            f"baseline {args.baseline}\n\n"
             f"{table(rows)}\n\n({time.monotonic() - started:.0f} s, {args.jobs} process(es))")
     print(text)
     return text
