@@ -76,7 +76,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def sweep(args: List[str]) -> int:
     from sweeper import flags, run_mode
+    from sweeper.interrupts import stop_with_suite
 
+    stop_with_suite()
     exitcodes.reset()
     if run_mode.asked_for_run_mode(args):
         raise SystemExit(f"error: {run_mode.RUN_MODE}")

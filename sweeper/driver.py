@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -23,7 +24,7 @@ from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.preflight import check_machine
-from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run
+from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run, writing
 from sweeper.schema import AUTO, RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
@@ -93,6 +94,18 @@ def checked(jobs: List[Job], root: RootConfig) -> Tuple[Path, List[Trial]]:
 def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed: Optional[Path]) -> int:
     """Starts the executor, runs the trials, publishes the end. A new run folder is created
     here, and goes again if nothing got into it (interrupted or refused before any trial)."""
+    with ExitStack() as held:                 # the run folder, held while this sweep writes it
+        if resumed is not None:
+            try:
+                held.enter_context(writing(resumed))
+            except SweeperError as exc:           # taken by another sweep since the check
+                print(f"error: {exc}", file=sys.stderr)
+                return exc.code
+        return _launched(jobs, root, multirun, resumed, held)
+
+
+def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed: Optional[Path],
+              held: ExitStack) -> int:
     run, created, sweep = resumed, None, None
     executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
     scratch = Path(tempfile.mkdtemp(prefix="sweeper-scratch-"))    # every trial's scratch folder, on this node
@@ -100,6 +113,7 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
+            held.enter_context(writing(run))
         warm_imports(root, jobs)
         shape = executor.start()
         mark("executor_started")

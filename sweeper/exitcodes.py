@@ -8,7 +8,8 @@ the same command with resume=latest runs it (sysexits' EX_UNAVAILABLE, "a servic
 70 a bug in sweeper itself, with its traceback (sysexits' EX_SOFTWARE);
 74 the machine refused a write: its disk is full, over quota or read-only (sysexits' EX_IOERR;
 what finished is kept);
-75 another suite holds the lock, nothing ran (sysexits' EX_TEMPFAIL: try again later);
+75 another suite holds the lock, or a resume's run folder is still being written by another sweep:
+nothing ran (sysexits' EX_TEMPFAIL: try again later);
 130 interrupted (Ctrl-C or SIGTERM);
 141 the reader of the output went away (`| head`), as for a process SIGPIPE ends (128 + 13).
 sweeper.cli maps every command's failures onto these.
@@ -25,7 +26,7 @@ REGRESSED = 3       # the suite ran; a cell regressed against its history (sweep
 NODE_LOST = 69      # the sweep's own local Ray node died mid-sweep: one line; what finished is kept (faults.node_lost_line)
 BUG = 70            # a bug in sweeper itself: printed with its traceback and a line that says so
 NO_ROOM = 74        # a disk full, over quota or read-only: one line; what finished is kept (faults.no_room_line)
-LOCKED = 75         # another overnight suite holds the lock: nothing ran
+LOCKED = 75         # another overnight suite holds the lock, or another sweep writes the run resumed: nothing ran
 INTERRUPTED = 130   # Ctrl-C or SIGTERM: finished trials were kept
 PIPE_CLOSED = 141   # stdout's reader went away (`| head`): the output stops, with no traceback
 

@@ -7,6 +7,7 @@ would end the process at once, silently, with exit 143.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -74,6 +75,42 @@ def deferred() -> Iterator[None]:
             signal.signal(sig, old)
         if caught:
             signal.raise_signal(caught[0])
+
+
+SUITE_PID = "SWEEPER_SUITE_PID"        # set by the overnight suite for the sweeps it starts
+
+
+def started_by_this_suite() -> dict:
+    """The environment of a sweep the overnight suite starts: the sweep stops when the suite dies."""
+    return {**os.environ, SUITE_PID: str(os.getpid())}
+
+
+def stop_with_suite() -> None:
+    """A sweep the overnight suite started stops, keeping what finished, when the suite dies,
+    however it dies (SIGKILL included): Linux sends it SIGHUP then (PR_SET_PDEATHSIG). Without
+    this it ran on, unseen, into a night that a resume could be writing by then."""
+    suite = os.environ.pop(SUITE_PID, None)      # not for the processes this sweep starts
+    if not suite:
+        return
+    from sweeper.containment import set_death_signal
+
+    signal.signal(signal.SIGHUP, _suite_gone)
+    set_death_signal(signal.SIGHUP)
+    if os.getppid() != int(suite):               # it died before the line above
+        _suite_gone(signal.SIGHUP, None)
+
+
+def _suite_gone(signum, frame) -> None:
+    """The suite's end of this sweep's stderr went with it: stderr goes to /dev/null (a write
+    would fail), and the sweep stops as on SIGTERM."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    handler = signal.getsignal(signal.SIGTERM)
+    if callable(handler):
+        handler(signal.SIGTERM, frame)
+    else:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def interrupted(line: str) -> int:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from sweeper.errors import ConfigError
 from sweeper.results import TRIAL_DIRS, read_records
-from sweeper.runfolder import NewRun, contained, drop_new_run, holding, results_root
+from sweeper.runfolder import NewRun, check_free, contained, drop_new_run, holding, results_root
 
 NIGHT_FILE = "night.json"
 FINISHED = ("ok", "failed trials")       # every trial ran: a failed trial is a row, not a missing one
@@ -131,6 +131,9 @@ def steps_of(root, night: Optional[Path]):
         print(f"note: night {night.name} planned {', '.join(old['sweeps_planned'])}: those are finished, "
               f"not overnight.sweeps", file=sys.stderr, flush=True)
     root.overnight.sweeps = list(old["sweeps_planned"])
+    for name in old["sweeps_planned"]:            # a sweep of the night still running: RunBusy, before anything
+        if (night / name / night.name).is_dir():
+            check_free(night / name / night.name)
     return plan_resume(old, night), old
 
 

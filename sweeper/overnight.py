@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from sweeper import exitcodes
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.files import write_bytes_atomic
-from sweeper.interrupts import interrupted, stop_signals
+from sweeper.interrupts import interrupted, started_by_this_suite, stop_signals
 from sweeper.night_resume import (FRESH, KEEP, Step, clear_empty_run, dry_run_heading, heading, night_named,
                                   nothing_left, planned_ids, resume_args, resumed_manifest, step_line, steps_of)
 from sweeper.runfolder import new_run, planned_run
@@ -160,7 +160,7 @@ def run_one(name: str, command: List[str]) -> int:
     stderr passes through this process until then, but for its own "interrupted ..." line: the
     suite says in one line that it stopped, and the manifest says where each sweep was. What a
     sweep prints while it is being stopped (its start cut short at any point) is not passed on."""
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace", env=started_by_this_suite())
     stopping = threading.Event()
     relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, stopping), daemon=True)
     relay.start()

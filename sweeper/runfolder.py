@@ -7,15 +7,21 @@ sweeps started in the same second never share one: the second takes a suffix (-2
 It is created only once trials will run; bad input and dry runs leave nothing behind.
 Nothing is deleted that this tool did not create: resuming removes only the half-written
 trial folders that results.write_trial names as its own (.staging-*, .old-*).
+A sweep holds its run folder while it writes it (`writing`: an flock on the folder itself), so a
+resume of a run that another sweep is still writing is refused before anything starts.
 """
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
+from sweeper import exitcodes
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.plan import Trial
 from sweeper.record import TrialRecord
@@ -131,8 +137,53 @@ def resumed_run(root: RootConfig) -> Path:
                           f"or a run folder inside results_dir")
     contained(run / TRIAL_DIRS, results, "resume")
     read_records(run)             # a damaged trial.json is named now, before anything starts
+    check_free(run)
     root.run_id = run.name
     return run
+
+
+class RunBusy(SweeperError):
+    """Another process is writing the run folder (exit code exitcodes.LOCKED: try again later)."""
+    code = exitcodes.LOCKED
+
+
+@contextmanager
+def writing(run: Path) -> Iterator[None]:
+    """Holds `run` while this sweep writes it: an exclusive flock on the folder itself, so
+    nothing is written into it and the kernel lets go when the process ends, however it ends.
+    RunBusy when another process holds it (a sweep still running, an overnight suite's sweep
+    that outlived its suite). A filesystem without flock holds nothing, as before."""
+    fd = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusy(f"resume: {run} is being written by another sweep ({_holder(fd)}); wait for it to end "
+                          f"or stop it, then resume") from None
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_free(run: Path) -> None:
+    """RunBusy now, before anything starts, when another process is writing `run`."""
+    with writing(run):
+        pass
+
+
+def _holder(fd: int) -> str:
+    """'pid N' of the process holding an flock on the file `fd` is open on, from /proc/locks."""
+    inode = str(os.fstat(fd).st_ino)
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return "its pid unknown"
+    for fields in (line.split() for line in lines):
+        if len(fields) > 5 and "->" not in fields and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == inode:
+            return f"pid {fields[4]}"
+    return "its pid unknown"
 
 
 def holding(parent: Path, name: str, folder: bool = True) -> List[Path]:

@@ -13,6 +13,7 @@ import pytest
 from sweeper import driver, exitcodes
 from sweeper import sweep as sweep_module
 from sweeper.results import read_records
+from sweeper.runfolder import RunBusy, check_free, writing
 from sweeper.schema import root_config_from_dict
 from sweeper.sweep import Job
 from tests.fake_executor import FakeExecutor
@@ -240,6 +241,42 @@ def test_resume_with_a_damaged_trial_json_is_one_line_naming_the_file(sweep, tmp
     assert code == exitcodes.USAGE and fake.submitted == [] and not fake.closed     # found before it started
     assert len(err) == 1 and err[0].startswith(f"error: {path}: not a complete trial record")
 
+
+
+def test_a_resume_of_a_run_another_process_is_writing_is_one_line_and_runs_nothing(sweep, tmp_path, capsys):
+    sweep(grid={"workload.seed": [0]})
+    run = tmp_path / "results" / "single" / "r1"
+    (run / "summary.parquet").unlink()                   # its end never came: a resume would write it
+    capsys.readouterr()
+    with writing(run):                                   # as a sweep still running holds it
+        code, fake = sweep(grid={"workload.seed": [0]}, resume="latest")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.LOCKED and fake.submitted == [] and not fake.closed
+    assert len(err) == 1 and err[0] == (f"error: resume: {run} is being written by another sweep (pid {os.getpid()}); "
+                                        f"wait for it to end or stop it, then resume")
+    assert not (run / "summary.parquet").exists()
+    assert sweep(grid={"workload.seed": [0]}, resume="latest")[0] == exitcodes.OK      # once it is let go
+
+
+def test_a_sweep_holds_its_run_folder_while_its_trials_run_and_lets_go_at_its_end(sweep, tmp_path):
+    run = tmp_path / "results" / "single" / "r1"
+    held = []
+
+    def script(spec, attempt):
+        held.append(_busy(run))
+        return "ok"
+
+    code, _ = sweep(script, grid={"workload.seed": [0, 1]})
+    assert code == exitcodes.OK and held and all(held)
+    assert sweep.ends == [run] and not _busy(run)
+
+
+def _busy(run) -> bool:
+    try:
+        check_free(run)
+    except RunBusy:
+        return True
+    return False
 
 # -- the run folder ------------------------------------------------------------------------
 @pytest.mark.parametrize("key, value", [("sweep.name", "../../escaped"), ("sweep.name", "/tmp/abs-sweep"),

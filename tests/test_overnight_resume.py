@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from sweeper import exitcodes
 from sweeper.errors import ConfigError
-from sweeper.night_resume import FRESH, KEEP, RESUME, find_night, plan_resume, resumed_manifest, step_of
+from sweeper.night_resume import FRESH, KEEP, RESUME, find_night, plan_resume, resumed_manifest, step_of, steps_of
+from sweeper.runfolder import RunBusy, writing
 from sweeper.schema import RootConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +83,15 @@ def test_a_night_killed_during_its_second_sweep_resumes_that_one_and_starts_the_
     manifest = json.loads((night / "night.json").read_text())
     steps = plan_resume(manifest, night)
     assert [(s.name, s.action) for s in steps] == [("a", KEEP), ("b", RESUME), ("c", FRESH)]
+
+
+def test_a_night_with_a_sweep_still_running_is_refused_before_anything(tmp_path):
+    """A sweep that outlived its suite (or a second resume) still writes its run folder."""
+    night = a_night(tmp_path, STAMP, [entry("a", "ok"), entry("b", "running")], with_trials={"a": ["x"], "b": ["y"]})
+    root = SimpleNamespace(sweep=SimpleNamespace(name="overnight"), overnight=SimpleNamespace(sweeps=["a", "b", "c"]))
+    with writing(night / "b" / STAMP), pytest.raises(RunBusy, match=f"{night / 'b' / STAMP} is being written"):
+        steps_of(root, night)
+    assert [s.action for s in steps_of(root, night)[0]] == [KEEP, RESUME, FRESH]
 
 
 def test_a_resumed_manifest_keeps_the_night_and_counts_its_resumes():
@@ -195,7 +206,9 @@ def _finished_trials(run: Path) -> set:
 
 
 @pytest.mark.slow
-def test_a_night_stopped_in_its_second_sweep_is_finished_by_resume_latest(tmp_path):
+def test_a_night_whose_suite_is_killed_in_its_second_sweep_is_finished_by_resume_latest(tmp_path):
+    """The suite alone is SIGKILLed (not its process group): its running sweep stops too,
+    keeping what finished, instead of running on unseen into the night a resume then writes."""
     gate = tmp_path / "gate"
     gate.mkdir()
     for name, target in (("first", "tests.workloads_for_tests:quick"),
@@ -209,18 +222,22 @@ def test_a_night_stopped_in_its_second_sweep_is_finished_by_resume_latest(tmp_pa
            "executor=local", "wandb.enabled=false", "report.enabled=false"]
     suite = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
+    sweep = None
     try:
         nights = tmp_path / "results" / "overnight"
         until = time.time() + 120
         while time.time() < until and not any(_finished_trials(n / "second" / n.name) for n in _listed(nights)):
             time.sleep(0.1)
-        suite.send_signal(signal.SIGTERM)                        # the second sweep's later trials wait at the gate
-        cut, _ = suite.communicate(timeout=60)
+        sweep = psutil.Process(suite.pid).children()[0]           # the second sweep's later trials wait at the gate
+        suite.kill()
+        suite.communicate(timeout=60)
+        gone, _ = psutil.wait_procs([sweep], timeout=60)
     finally:
-        if suite.poll() is None:
-            os.killpg(suite.pid, signal.SIGKILL)
-            suite.wait()
-    assert suite.returncode == exitcodes.INTERRUPTED, cut[-3000:]
+        for proc in [sweep, *sweep.children(recursive=True)] if sweep and sweep.is_running() else []:
+            proc.kill()                                          # a sweep that ran on: not left behind
+        suite.kill()
+        suite.wait()
+    assert gone, "the sweep ran on after its suite was killed"
     night = next(iter(_listed(nights)))
     first_trials = {p: p.stat().st_mtime_ns for p in (night / "first" / night.name / "trials").iterdir()}
     assert len(first_trials) == 3 and len(_finished_trials(night / "second" / night.name)) == 1
