@@ -149,6 +149,13 @@ def path(value: str) -> Path:
     return Path(text(value))
 
 
+def count(value: str) -> int:
+    """argparse type of a number of things: a whole number of at least 1."""
+    if not text(value).strip().isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1; give 1 or more")
+    return int(value)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with its usage errors as one line (it prints the usage, then the error)."""
 

@@ -40,4 +40,6 @@ CASES = [
     Case("history-morning-out-a-dot", "audit", ("--store", "{HIST}", "morning", "--out", "."), BAD,
          ".: Is a directory", command="history", setup=with_run),
     Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
+    Case("history-sql-max-rows-zero", "audit", ("--store", "{HIST}", "sql", "SELECT 1", "--max-rows", "0"), BAD,
+         "--max-rows: '0' is not a whole number", command="history", setup=with_run),
 ]

@@ -177,6 +177,18 @@ def test_sql_skips_a_corrupt_file_and_bad_queries_are_one_line(run, tmp_path, ca
     assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: sql: ")
 
 
+def test_sql_prints_at_most_max_rows_and_says_that_rows_were_left_out(run, tmp_path, capsys):
+    """A result of a billion rows is streamed, not fetched: the command ends at once."""
+    pytest.importorskip("duckdb")
+    store = tmp_path / "history"
+    append_run(store, run)
+    code, out, err = cli_run(capsys, store, "sql", "SELECT * FROM range(1000000000)", "--max-rows", "3")
+    assert code == 0 and out.splitlines()[2:] == ["0", "1", "2"]
+    assert err == "note: only the first 3 rows are printed; add LIMIT to the query, or --max-rows N\n"
+    code, out, err = cli_run(capsys, store, "sql", "SELECT * FROM range(3)", "--max-rows", "3")
+    assert code == 0 and out.splitlines()[2:] == ["0", "1", "2"] and err == ""
+
+
 def test_sql_without_duckdb_is_a_one_line_hint(run, tmp_path, capsys, monkeypatch):
     import sys
 

@@ -70,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     morning.add_argument("--out", type=cli.path, default=Path("morning.html"))
     sql = sub.add_parser("sql", help="a read-only SQL query over the store (DuckDB; the table is `history`)")
     sql.add_argument("query")
+    sql.add_argument("--max-rows", type=cli.count, default=None,
+                     help="print at most this many rows (default 10000); a note says when rows were left out")
     return parser
 
 
@@ -187,12 +189,16 @@ def cmd_morning(args) -> int:
 
 
 def cmd_sql(args) -> int:
-    from sweeper.history.sql import query
+    from sweeper.history.sql import MAX_ROWS, query
 
     store = _store(args)
     if not store.is_dir():
         raise SweeperError(f"--store {store}: no history store there (a sweep appends to <results_dir>/history)")
-    _print(query(store, args.query))
+    header, rows, more = query(store, args.query, args.max_rows or MAX_ROWS)
+    _print((header, rows))
+    if more:
+        print(f"note: only the first {len(rows)} rows are printed; add LIMIT to the query, or --max-rows N",
+              file=sys.stderr)
     return 0
 
 

@@ -66,15 +66,20 @@ def _refused(duckdb, exc: Exception) -> bool:
     return isinstance(exc, duckdb.PermissionException) or "configuration has been locked" in str(exc)
 
 
-def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
-    """(column names, result rows) of a query over the store; a bad query is one line."""
+MAX_ROWS = 10_000        # a result's rows fetched at most (`--max-rows`): a cross join or range(1e10) streams, unread
+
+
+def run(root: Path, sql: str, max_rows: int = MAX_ROWS) -> Tuple[List[str], List[tuple], bool]:
+    """(column names, the first `max_rows` result rows, whether there were more) of a query over
+    the store; a bad query is one line. Only the rows kept are fetched: DuckDB streams the rest."""
     duckdb = _duckdb()
     con = connect(Path(root))
     try:
         cursor = con.execute(sql)
         if cursor is None:                       # DuckDB's answer to "" or a lone comment
             raise SweeperError(f'sql: no statement in {sql!r}; give one, e.g. "SELECT * FROM {VIEW} LIMIT 5"')
-        return [d[0] for d in cursor.description or []], cursor.fetchall()
+        found = cursor.fetchmany(max_rows + 1)
+        return [d[0] for d in cursor.description or []], found[:max_rows], len(found) > max_rows
     except duckdb.Error as exc:
         said = str(exc).strip().splitlines()[0]
         if _refused(duckdb, exc):
@@ -84,10 +89,10 @@ def run(root: Path, sql: str) -> Tuple[List[str], List[tuple]]:
         con.close()
 
 
-def query(root: Path, sql: str) -> Tuple[List[str], List[List[str]]]:
-    """(header, rows as text) of a query, for the terminal."""
-    header, found = run(root, sql)
-    return header, [[_text(v) for v in row] for row in found]
+def query(root: Path, sql: str, max_rows: int = MAX_ROWS) -> Tuple[List[str], List[List[str]], bool]:
+    """(header, rows as text, whether rows were left out) of a query, for the terminal."""
+    header, found, more = run(root, sql, max_rows)
+    return header, [[_text(v) for v in row] for row in found], more
 
 
 def _text(value: Any) -> str:
