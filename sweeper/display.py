@@ -101,7 +101,11 @@ def footer(data, isolation: str, run_path: str) -> str:
     lines = [f"isolation: {isolation} ({ISOLATION_WORDS.get(isolation, isolation)})"]
     if "cell_id" in data.summary and _pin_memory_ineffective(data.summary):
         lines.append("* pin_memory=True had no effect: no CUDA device in the trial")
-    failed = [r for r in data.records if r.get("status") != "ok"]
+    failed = [r for r in data.records if r.get("status") != "ok" and not _cut_short(r)]
+    cut = sum(1 for r in data.records if _cut_short(r))
+    if cut:
+        lines.append(f"{cut} trial(s) were cut short (the sweep was stopped, or its Ray node died), not failed by "
+                     f"themselves; the same command with resume=latest runs them again")
     if failed:
         lines.append(f"{len(failed)} trial(s) did not finish; to reproduce one:")
         lines += [f"  python -m sweeper {' '.join(_shell_word(o) for o in r.get('overrides', []))}"
@@ -110,6 +114,11 @@ def footer(data, isolation: str, run_path: str) -> str:
             lines.append(f"  ... and {len(failed) - 10} more (summary.csv lists them)")
     lines.append(f"results: {run_path}")
     return "\n".join(lines)
+
+
+def _cut_short(record) -> bool:
+    """A trial that something outside it ended (a stop, a lost node): nothing of its own to reproduce."""
+    return record.get("status") == "cancelled" or record.get("error_type") == "NodeDied"
 
 
 def verdicts_text(analysis) -> str:

@@ -173,4 +173,8 @@ def watchdog(args: dict) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not sys.argv[1].startswith("{"):      # typed by hand, not started by a driver
+        print("error: sweeper.rayguard is the watchdog a sweep starts for its own Ray, not a command; "
+              "run python -m sweeper --help", file=sys.stderr)
+        sys.exit(2)
     watchdog(json.loads(sys.argv[1]))

@@ -1,4 +1,5 @@
 """The terminal: the final table, footer and verdicts as views of one Analysis, compared exactly."""
+import dataclasses
 import os
 from pathlib import Path
 
@@ -55,6 +56,17 @@ def test_footer_names_isolation_and_how_to_reproduce_failures(loader):
         "\"analysis.baseline='data.num_workers=2 data.prefetch_factor=2'\"  # failed: RuntimeError",
         "results: results/x/1",
     ]
+
+
+def test_footer_offers_resume_not_a_reproduction_for_trials_cut_short(loader):
+    run, data, _ = loader
+    failed = next(r for r in data.records if r["status"] != "ok")
+    cut = [{**failed, "status": "failed", "error_type": "NodeDied"}, {**failed, "status": "cancelled"}]
+    lines = footer(dataclasses.replace(data, records=[*data.records, *cut]), "node", "results/x/1").splitlines()
+    assert lines[1:3] == ["2 trial(s) were cut short (the sweep was stopped, or its Ray node died), not failed by "
+                          "themselves; the same command with resume=latest runs them again",
+                          "1 trial(s) did not finish; to reproduce one:"]
+    assert "NodeDied" not in "\n".join(lines) and "cancelled" not in "\n".join(lines)
 
 
 def test_terminal_end_of_a_real_run_matches_golden():
