@@ -23,6 +23,12 @@ def shared_shard_cache(tmp_path_factory):
     SHARDS["cache"] = None
 
 
+def checkout_first() -> str:
+    """PYTHONPATH with this checkout first and the caller's after it: a host whose packages come
+    from PYTHONPATH (the GPU machine's wheels) keeps them in the processes a test starts."""
+    return os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+
+
 def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
     """`python -m sweeper ARGS` as a user runs it, results under tmp_path, shards from the session's
     cache. W&B is off unless ARGS turn it on: its own tests check it, and it costs each trial ~0.3 s."""

@@ -20,6 +20,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from tests.conftest import checkout_first
+
 from sweeper import exitcodes
 from sweeper.plan import ClusterShape, Trial, spread_over_fleet
 from sweeper.schema import TrialConfig
@@ -193,7 +195,7 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     address = f"127.0.0.1:{port}"
     # Every Ray process keeps to the loopback address; a token of the test's own lets the driver join.
     # No drain on SIGTERM (Ray waits up to 30 s for one): the nodes end as soon as they are told.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "", "RAY_AUTH_MODE": "token",
+    env = {**os.environ, "PYTHONPATH": checkout_first(), "RAY_ADDRESS": "", "RAY_AUTH_MODE": "token",
            "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     ray_tmp = tempfile.mkdtemp(prefix="swf", dir="/tmp")     # Ray's socket paths must stay under 107 bytes
     head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env)

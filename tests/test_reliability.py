@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from sweeper.results import LEFTOVER_PREFIXES, read_records
-from tests.conftest import ROOT
+from tests.conftest import ROOT, checkout_first
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_
     args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.2", "workload.steps=10",
             "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5", "executor=local"]
     env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": checkout_first()}
     driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -183,7 +183,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
     port = free_port()
     # Every Ray process of this test (head, node, driver) keeps to the loopback address.
     # A token of the test's own lets the driver join the cluster that `ray start` made.
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "",
+    env = {**os.environ, "PYTHONPATH": checkout_first(), "RAY_ADDRESS": "",
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
            # the head notices the lost node within about 2 s instead of Ray's default 15-30, and the
            # nodes end as soon as they are told (Ray otherwise drains for up to 30 s on SIGTERM)

@@ -16,7 +16,7 @@ import pytest
 
 from sweeper import executors, timeline
 from sweeper.schema.run import RayConfig
-from tests.conftest import ROOT
+from tests.conftest import ROOT, checkout_first
 
 T = "tests.workloads_for_tests"
 TINY = [f"workload.target={T}:quick", "workload.steps=1", "workload.warmup_steps=0", "repeats=1",
@@ -223,7 +223,7 @@ def test_a_zygote_imports_the_modules_it_is_sent_before_its_next_fork(tmp_path):
 # -- whole commands ----------------------------------------------------------------------------
 def imported_modules(args, tmp_path):
     """Modules `python -X importtime -m sweeper ARGS` imported."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPER_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "PYTHONPATH": checkout_first(), "SWEEPER_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sweeper", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -306,7 +306,7 @@ def names(procs):
 
 
 def sweep_env(tmp_path, tmp, **extra):
-    return {**os.environ, "PYTHONPATH": str(ROOT), "SWEEPER_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp),
+    return {**os.environ, "PYTHONPATH": checkout_first(), "SWEEPER_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp),
             "PYTHONUNBUFFERED": "1", **extra}
 
 

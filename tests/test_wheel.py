@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, checkout_first
 
 SHIPPED_CONF = ROOT / "conf"      # the wheel carries it as sweeper/conf
 
@@ -96,7 +96,7 @@ def test_hydra_searchpath_override_adds_a_folder_of_any_name(tmp_path):
     user = _user_folder(tmp_path)
     shutil.move(user / "conf", user / "configs")     # no ./conf now: nothing added by default
     result = subprocess.run([sys.executable, "-m", "sweeper", "+sweep=mine", "dry_run=true"], cwd=user,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": checkout_first()}, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode != 0 and "mine" in result.stderr
 
