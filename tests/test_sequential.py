@@ -148,9 +148,22 @@ def test_a_cell_with_no_sign_of_an_effect_stops_at_the_first_look_though_more_re
     assert (found.verdict, found.reason, found.n) == (NO_CHANGE, seq.DECIDED, 2)
 
 
+def test_a_small_clear_change_stops_at_the_first_look_and_one_that_may_pass_the_minimum_effect_goes_on():
+    """Going on must be able to end faster or slower: significant *and* past min_effect. A 3% change
+    at 1% noise would end significant, but only as "within 5%", which a 7-repeat interval rarely
+    reaches: it ran to its maximum for it when futility asked for significance alone."""
+    design = seq.Design(first=2)
+    values = {"base": dict(enumerate(np.exp([0.01, -0.01, 0.01, -0.01]))),
+              "small": dict(enumerate(np.exp([-0.02, -0.04]))), "large": dict(enumerate(np.exp([-0.07, -0.09])))}
+    found = seq.replay(values, {"small": 2, "large": 2}, "base", design).decisions
+    assert found["small"].low < 1 / (1 + design.min_effect)      # not yet within 5%
+    assert (found["small"].verdict, found["small"].reason, found["small"].n) == (NO_CHANGE, seq.DECIDED, 2)
+    assert found["large"].is_open                                  # 8% may still end past 5%
+
+
 def test_a_cell_closed_at_a_look_lends_the_later_looks_only_the_repeats_it_ran():
     design = seq.Design(first=2)
-    values, _ = _stratum([0.30, 0.05], 0.02, design, seed=2)
+    values, _ = _stratum([0.30, 0.08], 0.02, design, seed=2)
     ran = seq.replay(values, {"c0": 2, "c1": design.max_repeats}, "base", design).decisions
     assert not ran["c0"].is_open and ran["c0"].n == 2 and ran["c1"].n > 3
     values["c0"].update({r: v * (3.0 if r % 2 else 0.3) for r, v in values["c0"].items() if r >= 2})

@@ -19,8 +19,9 @@ class SequentialConfig:
                                          # with which the first look can decide (computed)
     spending: str = "obrien_fleming"     # how alpha is spent over the looks: obrien_fleming (most of it
                                          # kept for the last look: power) or pocock (more early stops)
-    futility: float = 0.5                # an undecided cell stops as "no detectable change" once its
-                                         # predictive power to end significant is below this
+    futility: float = 0.48               # an undecided cell stops as "no detectable change" once its
+                                         # predictive power to end faster or slower (significant and
+                                         # past analysis.min_effect) is below this
 
     def check(self) -> None:
         _require(isinstance(self.max_repeats, int) and self.max_repeats >= 2, "sequential.max_repeats",
