@@ -93,12 +93,12 @@ def test_a_local_ray_starts_lean_and_ray_is_left_as_it_was(monkeypatch):
     """No API server; the raylet prestarts one worker (the flag says one per CPU), other processes as asked."""
     from ray._private import node, services
 
-    from sweeper.executors.ray_executor import _lean_local_start
+    from sweeper.executors.starter import lean_local_start
 
     started = []
     monkeypatch.setattr(services, "start_ray_process", lambda command, kind, **_: started.append((kind, command)))
     recorder, api_server = services.start_ray_process, node.Node.start_api_server
-    with _lean_local_start() as prestart:
+    with lean_local_start() as prestart:
         assert prestart is True
         assert node.Node.start_api_server(object(), include_dashboard=False, raise_on_failure=False) is None
         services.start_ray_process(["raylet", "--num_prestart_python_workers=16", "--head"], "raylet")
@@ -106,10 +106,10 @@ def test_a_local_ray_starts_lean_and_ray_is_left_as_it_was(monkeypatch):
     assert started == [("raylet", ["raylet", "--num_prestart_python_workers=1", "--head"]),
                        ("gcs_server", ["gcs_server", "--num_prestart_python_workers=16"])]
     assert node.Node.start_api_server is api_server and services.start_ray_process is recorder
-    with _lean_local_start(one_worker=False) as prestart:            # a job's runtime_env: no use for it
+    with lean_local_start(one_worker=False) as prestart:            # a job's runtime_env: no use for it
         assert prestart is False and services.start_ray_process is recorder
     monkeypatch.setattr(services, "start_raylet", lambda *_: None)    # a Ray that passes no such flag
-    with _lean_local_start() as prestart:
+    with lean_local_start() as prestart:
         assert prestart is False and services.start_ray_process is recorder
 
 

@@ -15,18 +15,17 @@ are watched (sweeper/executors/nodewatch.py): `node_lost` says at once when they
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
 import shutil
 import tempfile
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, NodeLost, TrialLost
-from sweeper.executors.starter import Starter
+from sweeper.executors.starter import Starter, lean_local_start
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.timeline import mark
@@ -196,7 +195,7 @@ class RayExecutor(Executor):
         self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
         from sweeper.executors.nodewatch import quiet_node_death, raise_if_node_died
 
-        lean = _lean_local_start(one_worker=not self.cfg.runtime_env)     # a job's runtime_env: not that worker
+        lean = lean_local_start(one_worker=not self.cfg.runtime_env)     # a job's runtime_env: Ray's own agents
         with lean as prestart, quiet_node_death():        # the node's death is the driver's one line, not Ray's 44
             try:
                 ray.init(address="local", num_cpus=self.cfg.num_cpus, num_gpus=self.cfg.num_gpus,   # ours, not a cluster here
@@ -304,61 +303,6 @@ class RayExecutor(Executor):
                 self.zygote.close()
             if self.starter is not None:
                 self.starter.release()                   # Ray's processes end with that thread, if not before
-
-
-PRESTART_FLAG = "--num_prestart_python_workers="    # the raylet's: Ray sets it to the node's CPUs
-
-
-@contextlib.contextmanager
-def _lean_local_start(one_worker: bool = True) -> Iterator[bool]:
-    """A local Ray started without its API server and with one Python worker started by the node
-    itself; yields whether the node gets that worker (`enable_worker_prestart` for ray.init).
-
-    - With include_dashboard=False Ray 2.x still starts the API server (a Python process, for its
-      usage statistics) and waits until it has published its address before it starts the
-      raylet. The driver reads nothing from it: no dashboard, job or state API.
-    - The first trial otherwise waits for a Ray worker process started only when it is submitted
-      (1.2-1.7 s on an H200 host). Ray's own prestart starts one per CPU with the node, whose start
-      they then slow; one is what a first trial needs. Later workers start as Ray starts them for
-      tasks that wait (a packed sweep on an H200 showed as many worker processes as before).
-
-    Both on the critical path of every sweep (docs/performance.md). Only the start made here goes
-    so; a Ray without these methods or flag is left as it is (with prestart on and the flag not
-    rewritten, a raylet would start one worker per CPU). `one_worker=False`: tasks that carry a
-    runtime_env could not use that worker."""
-    from ray._private import node, services
-
-    api_server = getattr(node.Node, "start_api_server", None)
-    rewrite = one_worker and _has_prestart_flag(services)
-    start_process = getattr(services, "start_ray_process", None) if rewrite else None
-    if api_server is not None:
-        node.Node.start_api_server = lambda *_, **__: None
-    if start_process is not None:
-        services.start_ray_process = _with_one_prestarted_worker(start_process)
-    try:
-        yield start_process is not None
-    finally:
-        if api_server is not None:
-            node.Node.start_api_server = api_server
-        if start_process is not None:
-            services.start_ray_process = start_process
-
-
-def _has_prestart_flag(services) -> bool:
-    """Whether this Ray passes the raylet its prestarted workers as `_with_one_prestarted_worker` rewrites them."""
-    code = getattr(getattr(services, "start_raylet", None), "__code__", None)
-    return code is not None and f"{PRESTART_FLAG}{{}}" in code.co_consts
-
-
-def _with_one_prestarted_worker(start_process):
-    """Ray's start_ray_process, starting the raylet with one prestarted Python worker (the flag
-    says one per CPU)."""
-    def start(command, process_type, *args, **kwargs):
-        if process_type == "raylet":
-            command = [f"{PRESTART_FLAG}1" if part.startswith(PRESTART_FLAG) else part for part in command]
-        return start_process(command, process_type, *args, **kwargs)
-
-    return start
 
 
 def _disconnect_local_ray(orphaned: Optional[str] = None):
