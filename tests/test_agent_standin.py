@@ -1,5 +1,6 @@
 """The stand-ins for a local raylet's Python agents (sweeper/executors/agent_standin.py) and the
 raylet command that starts them (sweeper/executors/starter.py)."""
+import os
 import shlex
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 from sweeper.executors import agent_standin
-from sweeper.executors.starter import STANDIN, _lean_part
+from sweeper.executors.starter import STANDIN, _lean_part, _wait_registered, _without_monitors
 
 
 def test_an_agents_command_becomes_its_standin_with_the_agents_session_and_node():
@@ -43,3 +44,44 @@ def test_a_standin_lives_until_the_raylets_pipe_closes(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+class _Gcs:
+    """Lists the node from its `after`-th look on."""
+
+    def __init__(self, after):
+        self.looks, self.after = 0, after
+
+    def get_all_node_info(self, timeout):
+        self.looks += 1
+        return [_Id("ab12")] if self.looks > self.after else [_Id("ff00")]
+
+
+class _Id(str):
+    def hex(self):
+        return str(self)
+
+
+def _node(gcs):
+    from types import SimpleNamespace
+
+    raylet = SimpleNamespace(process=SimpleNamespace(pid=os.getpid()))        # alive: this process
+    return SimpleNamespace(get_gcs_client=lambda: gcs, all_processes={"raylet": [raylet]}, _node_id="ab12")
+
+
+def test_the_driver_looks_for_the_raylets_registration_until_it_is_there():
+    gcs = _Gcs(after=2)
+    _wait_registered(_node(gcs))
+    assert gcs.looks == 3
+    never = _Gcs(after=10**9)
+    _wait_registered(_node(never), timeout_s=0.05)          # gives up: Ray's own wait follows
+    assert never.looks >= 1
+
+
+def test_the_log_monitor_and_autoscaler_monitor_are_switched_off_before_the_head_starts():
+    from types import SimpleNamespace
+
+    seen = []
+    node = SimpleNamespace(_ray_params=SimpleNamespace(no_monitor=False, include_log_monitor=True))
+    _without_monitors(lambda n: seen.append((n._ray_params.no_monitor, n._ray_params.include_log_monitor)))(node)
+    assert seen == [(True, False)]

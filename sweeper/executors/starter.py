@@ -88,7 +88,7 @@ def lean_local_start(one_worker: bool = True) -> Iterator[bool]:
       (1.2-1.7 s on an H200 host). Ray's own prestart starts one per CPU with the node, whose start
       they then slow; one is what a first trial needs.
     - The raylet registers its node only once its dashboard and runtime-env agents have written
-      their ports, and each first imports Ray, aiohttp and OpenTelemetry: 0.6-2.3 s here. They
+      their ports, and each first imports Ray, aiohttp and OpenTelemetry: 0.6-2.7 s here. They
       serve metrics, the dashboard's and job API's calls, logs and runtime_envs; the driver uses none
       (`agent_standin.py`). Ray's check for the dashboard's packages, which only decides that
       agent's command line, is skipped with it (it imported them into the driver: 0.4-0.7 s).
@@ -99,7 +99,7 @@ def lean_local_start(one_worker: bool = True) -> Iterator[bool]:
 
     Only the start made here goes so; a Ray whose raylet command is not built as expected is
     left as it is. `one_worker=False` (a job's runtime_env): its tasks need Ray's runtime-env
-    agent and could not use that worker, so only the API server and the look go."""
+    agent and could not use that worker, so it keeps Ray's agents and the flag as they are."""
     from ray._private import node, services, utils
 
     rewrite = one_worker and _has_raylet_flags(services)
@@ -109,12 +109,19 @@ def lean_local_start(one_worker: bool = True) -> Iterator[bool]:
     if rewrite:
         patches += [(services, "start_ray_process", _lean_raylet(services.start_ray_process)),
                     (utils, "get_dashboard_dependency_error", lambda: None)]
+    with _replaced(patches):
+        yield rewrite
+
+
+@contextlib.contextmanager
+def _replaced(patches) -> Iterator[None]:
+    """Each (owner, name, new) that the owner has, replaced for the block, then restored."""
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches if hasattr(owner, name)]
     for owner, name, new in patches:
         if hasattr(owner, name):
             setattr(owner, name, new)
     try:
-        yield rewrite
+        yield
     finally:
         for owner, name, old in saved:
             setattr(owner, name, old)
