@@ -46,7 +46,7 @@ keep() {   # run-folder label: its summary.csv (and cells.csv) into $OUT as <lab
 leftovers() {   # what a sweep may have left behind: Ray, zygotes, watchdogs, GPU processes
   echo "-- leftovers after $1 ($(elapsed) s):"
   local found
-  found=$(ps -eo pid,ppid,stat,cmd | grep -E "ray::|raylet|gcs_server|sweeper._zygote|sweeper.containment" | grep -v grep)
+  found=$(ps -eo pid,ppid,stat,cmd | grep -E "ray::|raylet|gcs_server|agent_standin|sweeper._zygote|sweeper.containment" | grep -v grep)
   # Exited processes that only wait for their parent (PID 1, once their own parent was ended) to
   # collect their exit status hold no memory, GPU or port: counted apart, not as left running.
   echo "$found" | awk '$3 !~ /^Z/' | grep . && echo "LEFTOVER PROCESSES after $1" || echo "   no Ray/zygote/watchdog process"
