@@ -6,8 +6,9 @@ executor starts; `--help` and config errors stay fast.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 
 def shadowing_folder(package) -> Optional[str]:
@@ -83,10 +84,30 @@ def sweep(args: List[str]) -> int:
     if run_mode.asked_for_run_mode(args):
         raise SystemExit(f"error: {run_mode.RUN_MODE}")
     hydra_args = flags.checked(args)
-    register_configs()
-    with cli.argv_as(run_mode.multirun_argv(hydra_args)), cli.hydra_raises(), flags.package_found(args):
-        _hydra_main()
+    with spare_zygote(hydra_args):
+        register_configs()
+        with cli.argv_as(run_mode.multirun_argv(hydra_args)), cli.hydra_raises(), flags.package_found(args):
+            _hydra_main()
     return exitcodes.code()
+
+
+@contextlib.contextmanager
+def spare_zygote(args: List[str]) -> Iterator[None]:
+    """Starts the node zygote now when the command may run on a local Ray, so that its imports
+    (torch: seconds) overlap composing; the Ray executor adopts it, and it ends with the command
+    if none did (a config error, executor=local in a file)."""
+    from sweeper.headstart import may_run_on_local_ray
+
+    if not may_run_on_local_ray(args):
+        yield
+        return
+    from sweeper.executors.nodezygote import end_spare, start_spare
+
+    start_spare()
+    try:
+        yield
+    finally:
+        end_spare()
 
 
 def exit_with(code: int) -> None:

@@ -38,6 +38,7 @@ from typing import Dict, Optional, Set
 from sweeper import containment
 from sweeper.timeline import mark
 
+PARENT_PID = "SWEEPER_ZYGOTE_PARENT"    # who started it: a zygote whose parent died before it asked for SIGKILL exits
 STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
 
 # Imported once here so each trial's fork starts warm; none of them may initialise CUDA.
@@ -298,6 +299,9 @@ class Zygote:
 
 def main() -> None:
     die_with_parent()
+    parent = os.environ.pop(PARENT_PID, "")
+    if parent and os.getppid() != int(parent):       # its parent died before prctl took hold
+        os._exit(1)
     containment.set_child_subreaper()                # orphans of a SIGKILLed keeper come here, to be ended
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the driver's to handle
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

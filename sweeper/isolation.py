@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Optional, Sequence
 
-from sweeper._zygote import STOP_GRACE_S, socket_address
+from sweeper._zygote import PARENT_PID, STOP_GRACE_S, socket_address
 from sweeper.record import TrialRecord
 
 LOG_TAIL_LINES = 40
@@ -232,7 +232,7 @@ def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subproces
                  stderr=None) -> subprocess.Popen:
     """A zygote listening at `socket_path`; it imports what this process can (a user's
     workload module next to the driver too)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), PARENT_PID: str(os.getpid())}
     return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path, *preload], env=env,
                             stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
 

@@ -13,7 +13,8 @@ import time
 VARIABLE = "SWEEPER_TIMELINE"
 
 
-def mark(name: str) -> None:
+def mark(name: str, pid: int = 0) -> None:
+    """`pid`: the process the mark is of, where another (its parent) writes it; default this one."""
     path = os.environ.get(VARIABLE)
     if not path:
         return
@@ -22,7 +23,7 @@ def mark(name: str) -> None:
     except OSError:              # a benchmark's aid: never a reason for a sweep to fail
         return
     try:
-        os.write(fd, f"{time.time():.6f} {os.getpid()} {name}\n".encode())
+        os.write(fd, f"{time.time():.6f} {pid or os.getpid()} {name}\n".encode())
     finally:
         os.close(fd)
 

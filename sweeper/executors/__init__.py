@@ -12,6 +12,7 @@ exit codes and publishers are the same whichever ran the trials.
 A head start: inside the launcher's `head_start()`, the first composed and checked job calls
 `begin_early`, so that Ray and the node zygote start while the other jobs are composed and all
 are checked and planned; `make_executor` then hands that executor over instead of starting another.
+The node zygote may have started before, with the command (sweeper/executors/nodezygote.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
 from sweeper.executors.base import Executor, NodeLost, TrialLost
+from sweeper.executors.nodezygote import end_spare
 from sweeper.timeline import mark
 
 __all__ = ["Executor", "NodeLost", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]
@@ -62,8 +64,11 @@ def head_start() -> Iterator[None]:
     finally:
         _ARMED = False
         early, _EARLY = _EARLY, None
-        if early is not None:
-            early.close()
+        try:
+            if early is not None:
+                early.close()
+        finally:
+            end_spare()      # a spare that no executor adopted (a config error, an interrupt)
 
 
 def begin_early(config: Any, root: Any = None) -> None:
@@ -72,7 +77,10 @@ def begin_early(config: Any, root: Any = None) -> None:
     error in that job, or in its workload's plan-time checks on this machine (a local Ray's),
     comes before anything starts; outside head_start (a test composing configs), nothing starts."""
     global _EARLY
-    if not _ARMED or _EARLY is not None or not runs_on_ray(config):
+    if not _ARMED or _EARLY is not None:
+        return
+    if not runs_on_ray(config):
+        end_spare()          # a dry run, executor=local or a suite that a file set: the command's spare goes unused
         return
     mark("first_job_composed")
     from sweeper.executors.ray_executor import RayExecutor

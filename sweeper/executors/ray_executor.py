@@ -18,13 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, NodeLost, TrialLost
+from sweeper.executors.nodezygote import NodeZygote, adopt, end_spare
 from sweeper.executors.starter import Starter, lean_local_start
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
@@ -40,39 +39,6 @@ def ray_session_dir() -> Optional[str]:
         return node.get_session_dir_path()
     except Exception:
         return None
-
-
-class NodeZygote:
-    """A zygote the driver starts on its own machine while Ray starts, so that its torch
-    import overlaps Ray's start instead of following it. The local Ray's workers fork
-    their trials from it; workers on other machines (no such socket there) use their own."""
-
-    def __init__(self, preload: Sequence[str]) -> None:
-        from sweeper.isolation import start_zygote
-
-        self.folder = tempfile.mkdtemp(prefix="sweeper-node-")
-        self.socket_path = os.path.join(self.folder, "zygote.sock")
-        self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
-        self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
-
-    def preload(self, modules: Sequence[str]) -> None:
-        from sweeper.isolation import preload_more
-
-        try:
-            preload_more(self.socket_path, modules)
-        except OSError:              # not listening (yet): each trial then imports them itself
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL: it holds nothing to save; its keepers end their trials (PDEATHSIG)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-
-    def close(self) -> None:
-        self.kill()
-        self.proc.wait(timeout=10)
-        self.log.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _run_on_worker(spec: Dict[str, Any], timeout_s: float, node_zygote: Optional[str]) -> Outcome:
@@ -141,7 +107,9 @@ class RayExecutor(Executor):
         if self.starter is not None:
             return
         if not self.cfg.address and not self.cfg.runtime_env:
-            self.zygote = NodeZygote(self.preload)       # from this thread: it dies with its parent thread
+            self.zygote = adopt(self.preload)       # the command's spare, or one from this thread (it dies with it)
+        else:
+            end_spare()                             # no local Ray's workers to fork for
         # Imported before Ray's thread forks its processes: this module registers fork hooks (a lock
         # taken before each fork, released after), and registered by an import in this thread
         # between another thread's fork and its hooks, the release of a lock never taken printed

@@ -1,0 +1,88 @@
+"""The node zygote: the one the driver starts on its own machine for a local Ray's workers, and
+the spare started at the command's start.
+
+The spare: when the command line may run a sweep on a local Ray (sweeper/headstart.py),
+sweeper/__main__.py starts one before Hydra composes, so that its imports (torch: seconds) overlap
+the composing; the Ray executor adopts it (`adopt`) instead of starting its own. Every path that
+does not (a config error, a dry run, executor=local or a suite set in a file, an attached cluster,
+an interrupt) ends it (`end_spare`): where that is known, at the launcher's head start's end, at
+the command's end, and at exit. It is started from the main thread, so Linux's SIGKILL on its
+parent's death (PR_SET_PDEATHSIG, sweeper/_zygote.py) comes only with the driver's own death.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from typing import Optional, Sequence
+
+from sweeper.timeline import mark
+
+_SPARE: Optional["NodeZygote"] = None          # started by start_spare, not yet adopted or ended
+
+
+class NodeZygote:
+    """A zygote the driver starts on its own machine while Ray starts, so that its torch
+    import overlaps Ray's start instead of following it. The local Ray's workers fork
+    their trials from it; workers on other machines (no such socket there) use their own."""
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        from sweeper.isolation import start_zygote
+
+        self.folder = tempfile.mkdtemp(prefix="sweeper-node-")
+        self.socket_path = os.path.join(self.folder, "zygote.sock")
+        self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
+        self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
+        mark("zygote_started", pid=self.proc.pid)
+
+    def preload(self, modules: Sequence[str]) -> None:
+        from sweeper.isolation import preload_more
+
+        try:
+            preload_more(self.socket_path, modules)
+        except OSError:              # not listening (yet): each trial then imports them itself
+            pass
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: it holds nothing to save; its keepers end their trials (PDEATHSIG)."""
+        if self.alive():
+            self.proc.kill()
+
+    def close(self) -> None:
+        self.kill()
+        self.proc.wait(timeout=10)
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_spare() -> None:
+    """Starts the spare; call it from the main thread (its death signal follows the thread)."""
+    global _SPARE
+    if _SPARE is None:
+        _SPARE = NodeZygote(())
+        atexit.register(end_spare)
+
+
+def adopt(preload: Sequence[str]) -> NodeZygote:
+    """The spare, if it is alive, told to import `preload` too; else a zygote of its own."""
+    global _SPARE
+    spare, _SPARE = _SPARE, None
+    if spare is not None and spare.alive():
+        if preload:
+            spare.preload(preload)
+        return spare
+    if spare is not None:
+        spare.close()
+    return NodeZygote(preload)
+
+
+def end_spare() -> None:
+    """Ends the spare, if one is left: nothing will fork trials from it."""
+    global _SPARE
+    spare, _SPARE = _SPARE, None
+    if spare is not None:
+        spare.close()
