@@ -64,7 +64,6 @@ def start_spare() -> None:
     global _SPARE
     if _SPARE is None:
         _SPARE = NodeZygote(())
-        atexit.register(end_spare)
 
 
 def adopt(preload: Sequence[str]) -> NodeZygote:
@@ -86,3 +85,6 @@ def end_spare() -> None:
     spare, _SPARE = _SPARE, None
     if spare is not None:
         spare.close()
+
+
+atexit.register(end_spare)      # the last resort: a spare that no scope ended (a caller of start_spare of its own)
