@@ -426,3 +426,25 @@ def test_a_config_error_in_a_ray_sweep_starts_no_ray(tmp_path, ray_tmp):
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == ["error: data.batch_size: must be positive, got -4"]
     assert not (tmp / "ray").exists() and names(leftovers(tmp)) == []
+
+def test_a_stop_during_a_ray_start_that_never_ends_waits_a_bounded_time_then_says_so(monkeypatch, capsys):
+    """A stop that broke an import in Ray's start thread once left that thread, and the close
+    that waits for it, stuck for good (the thread blocked on the module lock the import held)."""
+    import threading
+
+    from sweeper.executors import ray_executor
+    from sweeper.executors.starter import Starter
+
+    stuck = threading.Event()
+    monkeypatch.setattr(ray_executor, "START_WAIT_S", 0.2)
+    executor = ray_executor.RayExecutor(RayConfig(), preload=())
+    executor.starter = Starter(stuck.wait)
+    try:
+        began = time.monotonic()
+        executor.close()
+        took = time.monotonic() - began
+    finally:
+        stuck.set()                                # the thread may end now
+    assert took < 5
+    assert capsys.readouterr().err == ("warning: Ray's start had not finished 0.2 s after the sweep stopped; "
+                                       "what it started ends with this process\n")

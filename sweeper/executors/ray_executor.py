@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweeper.executors import attached
@@ -28,6 +29,8 @@ from sweeper.executors.starter import Starter, lean_local_start
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.timeline import mark
+
+START_WAIT_S = 30.0     # a stop during Ray's start waits for it this long: then every process it started is known
 
 
 def ray_session_dir() -> Optional[str]:
@@ -251,11 +254,11 @@ class RayExecutor(Executor):
         """Ends what this executor started. A start still under way is let finish first: only
         then is every process it started known (and Ray prints nothing of an aborted start)."""
         try:
-            if self.starter is not None and not self.cfg.address:   # an attach starts nothing: not waited on
-                self.starter.finished()
+            started = self._start_finished()
             if self.watch is not None:
                 self.watch.close()                       # before Ray's processes are ended here
-            ending = _disconnect_local_ray(self.session if self.node_lost() else None) if self.started_ray else None
+            ending = _disconnect_local_ray(self.session if self.node_lost() else None) \
+                if self.started_ray and started else None
             if self.zygote is not None:      # only now: a trial it ends would be an error Ray prints
                 self.zygote.kill()
             if ending is not None:
@@ -271,6 +274,20 @@ class RayExecutor(Executor):
                 self.zygote.close()
             if self.starter is not None:
                 self.starter.release()                   # Ray's processes end with that thread, if not before
+
+
+    def _start_finished(self) -> bool:
+        """Whether Ray's start is over, waiting for it a bounded time. A stop that broke an import
+        of Ray's start thread (its module lock left held) once left that thread, and this wait,
+        stuck for good; past the bound what it started ends with this process, its raylet and GCS
+        by their death signal."""
+        if self.starter is None or self.cfg.address:     # an attach starts nothing: not waited on
+            return True
+        if self.starter.finished(START_WAIT_S):
+            return True
+        print(f"warning: Ray's start had not finished {START_WAIT_S:g} s after the sweep stopped; "
+              f"what it started ends with this process", file=sys.stderr, flush=True)
+        return False
 
 
 def _disconnect_local_ray(orphaned: Optional[str] = None):
