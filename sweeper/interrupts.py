@@ -27,7 +27,28 @@ def raise_interrupt(signum, frame) -> None:
     an AttributeError there), and the command must not then carry on as if never stopped."""
     global _arrived
     _arrived = signum
+    if in_import_machinery(frame):
+        _again_soon(signum)
+        return
     raise KeyboardInterrupt
+
+
+IMPORT_MACHINERY = "<frozen importlib"
+AGAIN_AFTER_S = 0.02
+
+
+def in_import_machinery(frame) -> bool:
+    """Whether the signal came while importlib itself ran (taking or giving back a module's lock):
+    an exception raised there left that lock held, and the next import of the module, by Ray's
+    start thread or this one, waited for it for good (one stop in six at 1 s into a sweep)."""
+    return frame is not None and frame.f_code.co_filename.startswith(IMPORT_MACHINERY)
+
+
+def _again_soon(signum: int) -> None:
+    """The same signal a moment later, when the interpreter has left the import machinery."""
+    timer = threading.Timer(AGAIN_AFTER_S, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def raise_if_stopped() -> None:

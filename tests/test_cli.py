@@ -295,3 +295,23 @@ def test_output_whose_reader_went_away_is_not_a_bug(monkeypatch, capsys):
         monkeypatch.undo()
     assert code == exitcodes.PIPE_CLOSED == 141
     assert capsys.readouterr().err == ""
+
+
+def test_a_stop_inside_the_import_machinery_comes_a_moment_later_not_there(monkeypatch):
+    """A KeyboardInterrupt raised while importlib took or gave back a module's lock left the lock
+    held, and the next import of that module (by Ray's start thread, or by the stop's own clean-up)
+    waited for good: about one SIGTERM in six at 1 s into a Ray sweep here."""
+    import signal
+    from types import SimpleNamespace
+
+    from sweeper import interrupts
+
+    again = []
+    monkeypatch.setattr(interrupts, "_again_soon", again.append)
+    monkeypatch.setattr(interrupts, "_arrived", None)
+    in_importlib = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>"))
+    interrupts.raise_interrupt(signal.SIGTERM, in_importlib)              # not raised there
+    assert again == [signal.SIGTERM] and interrupts._arrived == signal.SIGTERM
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.raise_interrupt(signal.SIGTERM, sys._getframe())      # anywhere else: at once
+    assert again == [signal.SIGTERM]
