@@ -60,10 +60,24 @@ class NodeZygote:
 
 
 def start_spare() -> None:
-    """Starts the spare; call it from the main thread (its death signal follows the thread)."""
+    """Starts the spare; call it from the main thread (its death signal follows the thread). None
+    where the temp folder lacks the room a sweep needs: the check before Ray's start says so in one
+    line, and the spare's folder and log would have taken from that room first."""
     global _SPARE
-    if _SPARE is None:
-        _SPARE = NodeZygote(())
+    if _SPARE is None and _room_for_a_sweep():
+        try:
+            _SPARE = NodeZygote(())
+        except OSError:              # the temp folder refused it: the checks that follow say why
+            _SPARE = None
+
+
+def _room_for_a_sweep() -> bool:
+    from sweeper.preflight import MIN_TEMP_FREE
+
+    try:
+        return shutil.disk_usage(tempfile.gettempdir()).free >= MIN_TEMP_FREE
+    except OSError:
+        return False
 
 
 def adopt(preload: Sequence[str]) -> NodeZygote:
