@@ -182,8 +182,9 @@ def sequential_words(design: Any, what: str) -> str:
             f"{design.spending} spending of alpha {design.alpha:g} over the looks and Holm at each look; a cell "
             f"stops once decided (faster or slower: significant and past {design.min_effect * 100:g}%; within "
             f"{design.min_effect * 100:g}%: its interval inside, or significant but smaller; no detectable change: "
-            f"under {design.futility * 100:g}% predictive power left), at its maximum ({design.max_repeats} "
-            f"repeats), or at the budget{race}; the other metrics' verdicts come from the same looks over the "
+            f"under {design.futility * 100:g}% predictive power left of ending faster or slower), at its maximum "
+            f"({design.max_repeats} repeats), or at the budget{race}; the other metrics' verdicts come from the same "
+            f"looks over the "
             f"repeats each cell ran (undecided: not decided by the time the cell stopped); the interval is the "
             f"look's (1 - 2 alpha) repeated interval; ratio = cell / baseline (geometric means)")
 
