@@ -20,7 +20,6 @@ Several hosts (the Ray workers of one node) can share a zygote; trials run side 
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import os
@@ -53,19 +52,10 @@ def socket_address(path: str) -> str:
     return "\0" + path[1:] if path.startswith("@") else path
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Ask Linux to SIGKILL (or `sig`) this process when its parent dies, so no trial outlives its host."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)   # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def _child(request: dict, zygote: int) -> None:
     """The trial's keeper: its own group and session, a subreaper above the trial process."""
     os.setsid()                      # own process group: a timeout kills the trial and its loader workers
-    die_with_parent(signal.SIGTERM)  # SIGTERM: the keeper ends the trial's whole tree when the zygote dies
-    if os.getppid() != zygote:       # the zygote died before prctl took hold
+    if not containment.die_with(zygote, signal.SIGTERM):   # SIGTERM: the keeper ends the trial's whole tree
         os._exit(1)
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGINT):
@@ -299,9 +289,8 @@ class Zygote:
 
 
 def main() -> None:
-    die_with_parent()
-    parent = os.environ.pop(PARENT_PID, "")
-    if parent and os.getppid() != int(parent):       # its parent died before prctl took hold
+    parent = os.environ.pop(PARENT_PID, "")         # so no trial outlives its host
+    if not containment.die_with(int(parent) if parent else os.getppid(), signal.SIGKILL):
         os._exit(1)
     containment.set_child_subreaper()                # orphans of a SIGKILLed keeper come here, to be ended
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the driver's to handle

@@ -60,6 +60,13 @@ def set_death_signal(sig: int) -> bool:
     return _prctl(PR_SET_PDEATHSIG, int(sig))
 
 
+def die_with(parent: int, sig: int) -> bool:
+    """Asks for `sig` when this process's parent dies; False when `parent` (its pid) has already
+    gone: it died before the ask took hold, and no signal will come."""
+    set_death_signal(sig)
+    return os.getppid() == parent
+
+
 # -- ending a tree ------------------------------------------------------------------
 def reap_children() -> Dict[int, int]:
     """Collects every child that has ended (ours, or orphans re-parented here); {pid: exit code}."""

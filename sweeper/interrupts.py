@@ -113,11 +113,10 @@ def stop_with_suite() -> None:
     suite = os.environ.pop(SUITE_PID, None)      # not for the processes this sweep starts
     if not suite:
         return
-    from sweeper.containment import set_death_signal
+    from sweeper.containment import die_with
 
     signal.signal(signal.SIGHUP, _suite_gone)
-    set_death_signal(signal.SIGHUP)
-    if os.getppid() != int(suite):               # it died before the line above
+    if not die_with(int(suite), signal.SIGHUP):
         _suite_gone(signal.SIGHUP, None)
 
 

@@ -72,12 +72,15 @@ def start_spare() -> None:
 
 
 def _room_for_a_sweep() -> bool:
-    from sweeper.preflight import MIN_TEMP_FREE
+    """preflight's rule for a local Ray's temp folders, asked before the configs say more."""
+    from sweeper.errors import NoRoom
+    from sweeper.preflight import check_temp_room
 
     try:
-        return shutil.disk_usage(tempfile.gettempdir()).free >= MIN_TEMP_FREE
-    except OSError:
+        check_temp_room("ray", None)
+    except NoRoom:
         return False
+    return True
 
 
 def adopt(preload: Sequence[str]) -> NodeZygote:
