@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -211,10 +212,9 @@ def reap(procs, grace_s: float) -> None:
 
 # -- ranks 1..N-1 -------------------------------------------------------------------
 def die_with_parent(parent_pid: int) -> None:
-    from sweeper._zygote import die_with_parent as kill_me_with_my_parent
+    from sweeper.containment import die_with
 
-    kill_me_with_my_parent()
-    if os.getppid() != parent_pid:        # the parent died before prctl took hold
+    if not die_with(parent_pid, signal.SIGKILL):      # the parent died before the ask took hold
         os._exit(1)
 
 
