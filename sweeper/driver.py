@@ -10,9 +10,7 @@ sweeper/runfolder.py's; after the last trial, one analysis of the run feeds ever
 """
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -29,6 +27,7 @@ from sweeper.schema import AUTO, RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
 from sweeper.sweep_end import publish_end
+from sweeper.tempfolders import clear_abandoned, held_folder, remove
 from sweeper.timeline import mark
 
 __all__ = ["Job", "run_sweep", "plan", "check_prices", "print_plan"]
@@ -108,7 +107,8 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
               held: ExitStack) -> int:
     run, created, sweep = resumed, None, None
     executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
-    scratch = Path(tempfile.mkdtemp(prefix="sweeper-scratch-"))    # every trial's scratch folder, on this node
+    clear_abandoned()                                   # what SIGKILLed sweeps before this one left there
+    scratch = held_folder("sweeper-scratch-")           # every trial's scratch folder, on this node
     try:
         if resumed is None:
             created = new_run(root, multirun)
@@ -131,7 +131,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
     finally:
         executor.close()
         mark("executor_closed")
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove(scratch)
         drop_new_run(created)
     code = max(code, ended(sweep, root, run))
     mark("published")

@@ -159,7 +159,9 @@ def _wait_for_death(pid: int, created: float) -> None:
 
 
 def watchdog(args: dict) -> None:
-    """Waits for the driver to die, then SIGKILLs its Ray session until nothing of it is left."""
+    """Waits for the driver to die, then SIGKILLs its Ray session until nothing of it is left, and
+    removes what the driver would have removed at its end: the session's folder, and its own
+    folders in the temp folder (sweeper/tempfolders.py)."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))   # RayGuard.close(): stand down
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _wait_for_death(*args["driver"])
@@ -167,9 +169,18 @@ def watchdog(args: dict) -> None:
     while time.monotonic() < end:
         left = session_processes(args["session_dir"], args["pids"])
         if not left:
+            _drop_leftovers(args["session_dir"])
             return
         kill_procs(left)
         time.sleep(0.2)
+
+
+def _drop_leftovers(session_dir: Optional[str]) -> None:
+    from sweeper.tempfolders import clear_abandoned
+
+    if session_dir:
+        drop_session(session_dir)
+    clear_abandoned()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ resume of a run that another sweep is still writing is refused before anything s
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from sweeper.errors import ConfigError, SweeperError
 from sweeper.plan import Trial
 from sweeper.record import TrialRecord
 from sweeper.files import write_bytes_atomic
+from sweeper.folderlock import BUSY, holder, lock_folder
 from sweeper.results import LEFTOVER_PREFIXES, MULTIRUN_FILE, TRIAL_DIRS, read_records, run_dir
 from sweeper.schema import RootConfig
 
@@ -153,15 +153,11 @@ def writing(run: Path) -> Iterator[None]:
     nothing is written into it and the kernel lets go when the process ends, however it ends.
     RunBusy when another process holds it (a sweep still running, an overnight suite's sweep
     that outlived its suite). A filesystem without flock holds nothing, as before."""
-    fd = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
+    fd, state = lock_folder(run)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunBusy(f"resume: {run} is being written by another sweep ({_holder(fd)}); wait for it to end "
-                          f"or stop it, then resume") from None
-        except OSError:
-            pass
+        if state == BUSY:
+            raise RunBusy(f"resume: {run} is being written by another sweep ({holder(fd)}); wait for it to end "
+                          f"or stop it, then resume")
         yield
     finally:
         os.close(fd)
@@ -171,19 +167,6 @@ def check_free(run: Path) -> None:
     """RunBusy now, before anything starts, when another process is writing `run`."""
     with writing(run):
         pass
-
-
-def _holder(fd: int) -> str:
-    """'pid N' of the process holding an flock on the file `fd` is open on, from /proc/locks."""
-    inode = str(os.fstat(fd).st_ino)
-    try:
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return "its pid unknown"
-    for fields in (line.split() for line in lines):
-        if len(fields) > 5 and "->" not in fields and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == inode:
-            return f"pid {fields[4]}"
-    return "its pid unknown"
 
 
 def holding(parent: Path, name: str, folder: bool = True) -> List[Path]:

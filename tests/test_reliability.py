@@ -316,6 +316,30 @@ def test_ctrl_c_on_ray_trials_leaves_no_scratch_folder_and_one_line(tmp_path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_a_sigkilled_sweep_leaves_nothing_in_the_temp_folder(tmp_path):
+    """The OOM killer takes the driver while its trials run: its watchdog ends the local Ray, then
+    removes the session's folder and the driver's own folders (the trials' scratch, the node
+    zygote's socket and log), which the driver itself had no chance to."""
+    tmp = Path(tempfile.mkdtemp(prefix="st", dir="/tmp"))      # short: Ray's socket paths live under it
+    try:
+        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                                   f"workload.target={T}:hangs", "workload.seed=0,1", "resources.isolation=pack",
+                                   "wandb.enabled=false", "report.enabled=false", "history.enabled=false"],
+                                  cwd=ROOT, env=sweeper_env(tmp_path, TMPDIR=str(tmp)), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        wait_for(lambda: len(list(tmp.glob("sweeper-scratch-*/sweeper-*"))) == 2)   # both trials run
+        made = sorted(p.name.rsplit("-", 1)[0] for p in tmp.iterdir() if p.name.startswith(("sweeper-", "ray")))
+        assert made == ["ray", "sweeper-node", "sweeper-scratch"], made
+        assert list(tmp.glob("ray/session_2*"))
+        driver.kill()
+        driver.wait()
+        wait_for(lambda: not [p for p in tmp.iterdir() if p.name.startswith("sweeper-")]
+                 and not list(tmp.glob("ray/session_*")), timeout_s=30)
+    finally:
+        driver.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_the_suite_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path):
     """A background job of a shell script starts with SIGINT ignored; the suite sets its own handler."""
     (tmp_path / "conf" / "sweep").mkdir(parents=True)

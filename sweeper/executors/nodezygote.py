@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import tempfile
+from pathlib import Path
 from typing import Optional, Sequence
 
+from sweeper.tempfolders import held_folder, remove
 from sweeper.timeline import mark
 
 _SPARE: Optional["NodeZygote"] = None          # started by start_spare, not yet adopted or ended
@@ -30,7 +30,7 @@ class NodeZygote:
     def __init__(self, preload: Sequence[str]) -> None:
         from sweeper.isolation import start_zygote
 
-        self.folder = tempfile.mkdtemp(prefix="sweeper-node-")
+        self.folder = str(held_folder("sweeper-node-"))
         self.socket_path = os.path.join(self.folder, "zygote.sock")
         self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
         self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
@@ -56,7 +56,7 @@ class NodeZygote:
         self.kill()
         self.proc.wait(timeout=10)
         self.log.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove(Path(self.folder))
 
 
 def start_spare() -> None:
