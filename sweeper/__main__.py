@@ -86,7 +86,8 @@ def sweep(args: List[str]) -> int:
     hydra_args = flags.checked(args)
     with spare_zygote(hydra_args):
         register_configs()
-        with cli.argv_as(run_mode.multirun_argv(hydra_args)), cli.hydra_raises(), flags.package_found(args):
+        argv = run_mode.multirun_argv(hydra_args)
+        with cli.argv_as(argv), run_mode.mode_said(argv), cli.hydra_raises(), flags.package_found(args):
             _hydra_main()
     return exitcodes.code()
 
