@@ -112,13 +112,34 @@ def spare_zygote(args: List[str]) -> Iterator[None]:
 
 
 def exit_with(code: int) -> None:
-    """Ends the command. Everything alive moves to the permanent generation first: the
-    interpreter's last collections would otherwise walk every object of pandas, scipy, Ray and
-    torch for nothing (0.5-0.7 s here), after the table is out."""
+    """Ends the command as the interpreter would, less its teardown (where this module is the program,
+    `python -m sweeper`; a caller that ran it with runpy gets SystemExit as before). It joins the threads that are
+    not daemons and runs the atexit handlers (logging's, W&B's, Ray's, a trial's own), then the
+    process exits where the interpreter would walk and free every object of pandas, scipy, Ray and
+    torch, after the table is out: 0.16-0.28 s of a one-trial sweep with executor=local here
+    (0.5-0.7 s before its last collections were skipped with gc.freeze)."""
+    import atexit
     import gc
+    import os
+    import threading
 
     gc.freeze()
-    sys.exit(code)
+    program = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(program, "name", None) != __spec__.name:    # run by a caller (runpy, a test): SystemExit, for it
+        sys.exit(code)
+    try:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:          # a stop while they end: the table is out, nothing is left to write
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):      # a closed pipe (`| head`) or stream: nothing more to say there
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
