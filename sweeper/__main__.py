@@ -26,6 +26,11 @@ if _HIDDEN_BY is not None:
           f"inside the checkout or from another folder", file=sys.stderr)
     sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden
 
+if __name__ == "__main__":     # the command itself: the node zygote's imports start before Hydra's (0.3-0.5 s)
+    from sweeper.headstart import start_spare_for
+
+    start_spare_for(sys.argv[1:])
+
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
@@ -94,17 +99,17 @@ def sweep(args: List[str]) -> int:
 
 @contextlib.contextmanager
 def spare_zygote(args: List[str]) -> Iterator[None]:
-    """Starts the node zygote now when the command may run on a local Ray, so that its imports
-    (torch: seconds) overlap composing; the Ray executor adopts it, and it ends with the command
-    if none did (a config error, executor=local in a file)."""
-    from sweeper.headstart import may_run_on_local_ray
+    """Starts the node zygote now when the command may run on a local Ray (where this module is
+    the program, it started before Hydra was imported, below), so that its imports (torch: seconds)
+    overlap composing; the Ray executor adopts it, and it ends with the command if none did (a
+    config error, executor=local in a file)."""
+    from sweeper.headstart import start_spare_for
 
-    if not may_run_on_local_ray(args):
+    if not start_spare_for(args):
         yield
         return
-    from sweeper.executors.nodezygote import end_spare, start_spare
+    from sweeper.nodezygote import end_spare
 
-    start_spare()
     try:
         yield
     finally:

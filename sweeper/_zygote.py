@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Dict, Optional, Set
 
 from sweeper import containment
+from sweeper.nodezygote import PARENT_PID, socket_address
 from sweeper.timeline import mark
 
-PARENT_PID = "SWEEPER_ZYGOTE_PARENT"    # who started it: a zygote whose parent died before it asked for SIGKILL exits
 STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
 
 # Imported once here so each trial's fork starts warm; none of them may initialise CUDA.
@@ -45,11 +45,6 @@ PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "
            "sweeper.measure.build",     # the core's own; each workload's spec adds its modules (argv)
            # what writing steps.parquet imports on first use: else every child imports them again
            "pyarrow.pandas_compat", "pandas.core.arrays.arrow.extension_types", "pyarrow.vendored.version")
-
-
-def socket_address(path: str) -> str:
-    """A Unix socket path, or "@name" for Linux's abstract namespace (argv cannot carry its NUL)."""
-    return "\0" + path[1:] if path.startswith("@") else path
 
 
 def _child(request: dict, zygote: int) -> None:

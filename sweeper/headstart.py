@@ -5,7 +5,7 @@ overlapping the composing instead of following it.
 Conservative: a flag other than -m and the config-source ones (--help, --cfg, --info, ...), a dry
 run, another executor, an attached cluster, a runtime_env, a suite, another launcher or an
 override it cannot read each rule it out. What only a config file says (a sweep file's
-executor=local) argv cannot tell: a zygote started then is ended unused (sweeper/executors/nodezygote.py).
+executor=local) argv cannot tell: a zygote started then is ended unused (sweeper/nodezygote.py).
 """
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ SOURCE_FLAGS = frozenset({"-cp", "--config-path", "-cn", "--config-name", "-cd",
 FALSE = frozenset({"false", "no", "off", "0"})        # what OmegaConf reads as a bool's false
 NULL = frozenset({"null", "~", ""})
 ONLY = {"dry_run": FALSE, "executor": frozenset({"ray"}), "ray.address": NULL}   # key -> the values that keep it
+
+
+def start_spare_for(args: Sequence[str]) -> bool:
+    """Starts the node zygote (sweeper/nodezygote.py) where `args` may sweep on a local Ray; whether
+    they may. A second call starts no second one."""
+    if not may_run_on_local_ray(args):
+        return False
+    from sweeper.nodezygote import start_spare
+
+    start_spare()
+    return True
 
 
 def may_run_on_local_ray(args: Sequence[str]) -> bool:

@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -24,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Optional, Sequence
 
-from sweeper._zygote import PARENT_PID, STOP_GRACE_S, socket_address
+from sweeper._zygote import STOP_GRACE_S
+from sweeper.nodezygote import connect_zygote, start_zygote
 from sweeper.record import TrialRecord
 
 LOG_TAIL_LINES = 40
@@ -204,37 +204,6 @@ def _lost_with_zygote(spec: Dict[str, Any], scratch: Path, pid: int) -> Outcome:
     record = TrialRecord.for_spec(spec, status="failed", error_type="TrialKilled", error_message=ZYGOTE_LOST, pid=pid,
                                   log_tail=log_tail(log.decode(errors="replace")))
     return Outcome(record, {LOG_FILE: log} if log else {})
-
-
-def connect_zygote(socket_path: str, wait_s: float = 10.0) -> socket.socket:
-    """The zygote binds its socket within milliseconds of starting; wait that long at most."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(socket_address(socket_path))
-            return conn
-        except (FileNotFoundError, ConnectionRefusedError):
-            conn.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def preload_more(socket_path: str, modules: Sequence[str]) -> None:
-    """Asks a running zygote to import `modules` too before it forks the next trial."""
-    if modules:
-        with connect_zygote(socket_path) as conn:
-            conn.sendall((json.dumps({"preload": list(modules)}) + "\n").encode())
-
-
-def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subprocess.DEVNULL,
-                 stderr=None) -> subprocess.Popen:
-    """A zygote listening at `socket_path`; it imports what this process can (a user's
-    workload module next to the driver too)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), PARENT_PID: str(os.getpid())}
-    return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path, *preload], env=env,
-                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
 
 
 def _kill_group(pid: int) -> None:

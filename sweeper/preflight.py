@@ -12,12 +12,14 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from sweeper.errors import ConfigError, NoRoom
 from sweeper.faults import human_size
-from sweeper.plan import ClusterShape, Trial
-from sweeper.schema import RootConfig
+
+if TYPE_CHECKING:                     # types only: the spare zygote's start (sweeper/nodezygote.py) imports this first
+    from sweeper.plan import ClusterShape, Trial
+    from sweeper.schema import RootConfig
 
 
 def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape) -> None:

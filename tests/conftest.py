@@ -83,7 +83,8 @@ def host():
 @pytest.fixture()
 def node_zygote(tmp_path):
     """A zygote as the driver starts one per node: (its socket path, its process)."""
-    from sweeper.isolation import ZYGOTE_START_S, _LineReader, start_zygote
+    from sweeper.isolation import ZYGOTE_START_S, _LineReader
+    from sweeper.nodezygote import start_zygote
 
     path = str(tmp_path / "z.sock")
     proc = start_zygote(path, stdout=subprocess.PIPE)

@@ -115,7 +115,7 @@ def environment(mp: pytest.MonkeyPatch, folder: Path, session: Session) -> None:
     mp.setattr(tempfile, "tempdir", None)
     mp.setattr(sys, "dont_write_bytecode", True)
     mp.syspath_prepend(str(folder))
-    mp.setattr("sweeper.executors.nodezygote.start_spare", lambda: None)   # a process: a slow case runs the command
+    mp.setattr("sweeper.nodezygote.start_spare", lambda: None)   # a process: a slow case runs the command
 
 
 def invoke(command: str, argv) -> int:

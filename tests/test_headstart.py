@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from sweeper import executors, timeline
-from sweeper.executors import nodezygote
+from sweeper import nodezygote
 from sweeper.headstart import may_run_on_local_ray
 from sweeper.schema.run import RayConfig
 from tests.conftest import ROOT, checkout_first

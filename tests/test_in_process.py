@@ -81,7 +81,7 @@ def test_a_trial_that_left_no_record_is_a_row_that_says_why(tmp_path, status, co
 
 
 def test_zygote_socket_names_and_abstract_ones():
-    from sweeper._zygote import socket_address
+    from sweeper.nodezygote import socket_address
 
     assert socket_address("/tmp/z.sock") == "/tmp/z.sock"
     assert socket_address("@sweeper-zygote-1") == "\0sweeper-zygote-1"

@@ -202,7 +202,8 @@ def test_a_local_ray_is_disconnected_then_its_process_trees_killed_and_reaped(mo
 
 @pytest.mark.slow
 def test_a_zygote_imports_the_modules_it_is_sent_before_its_next_fork(tmp_path):
-    from sweeper.isolation import ZYGOTE_START_S, _LineReader, preload_more, start_zygote
+    from sweeper.isolation import ZYGOTE_START_S, _LineReader
+    from sweeper.nodezygote import preload_more, start_zygote
 
     log = open(tmp_path / "zygote.log", "wb")
     proc = start_zygote(str(tmp_path / "z.sock"), stdout=subprocess.PIPE, stderr=log)

@@ -12,7 +12,7 @@ exit codes and publishers are the same whichever ran the trials.
 A head start: inside the launcher's `head_start()`, the first composed and checked job calls
 `begin_early`, so that Ray and the node zygote start while the other jobs are composed and all
 are checked and planned; `make_executor` then hands that executor over instead of starting another.
-The node zygote may have started before, with the command (sweeper/executors/nodezygote.py).
+The node zygote may have started before, with the command (sweeper/nodezygote.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, Iterator, Optional, Sequence
 
 from sweeper.executors.base import Executor, NodeLost, TrialLost
-from sweeper.executors.nodezygote import end_spare
+from sweeper.nodezygote import end_spare
 from sweeper.timeline import mark
 
 __all__ = ["Executor", "NodeLost", "TrialLost", "make_executor", "head_start", "begin_early", "runs_on_ray"]

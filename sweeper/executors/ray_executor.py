@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
 from sweeper.executors.base import Executor, NodeLost, TrialLost
-from sweeper.executors.nodezygote import NodeZygote, adopt, end_spare
+from sweeper.nodezygote import NodeZygote, adopt, end_spare
 from sweeper.executors.starter import Starter, lean_local_start
 from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial

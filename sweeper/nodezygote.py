@@ -8,18 +8,64 @@ does not (a config error, a dry run, executor=local or a suite set in a file, an
 an interrupt) ends it (`end_spare`): where that is known, at the launcher's head start's end, at
 the command's end, and at exit. It is started from the main thread, so Linux's SIGKILL on its
 parent's death (PR_SET_PDEATHSIG, sweeper/_zygote.py) comes only with the driver's own death.
+
+Starting a zygote and reaching its socket (`start_zygote`, `connect_zygote`, `preload_more`) live
+here too, for every host (sweeper/isolation.py): this module imports only the standard library and
+two small modules of sweeper's, so that the command can start its spare before it imports Hydra.
 """
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper.tempfolders import held_folder, remove
 from sweeper.timeline import mark
 
+PARENT_PID = "SWEEPER_ZYGOTE_PARENT"    # who started it: a zygote whose parent died before it asked for SIGKILL exits
 _SPARE: Optional["NodeZygote"] = None          # started by start_spare, not yet adopted or ended
+
+
+def socket_address(path: str) -> str:
+    """A Unix socket path, or "@name" for Linux's abstract namespace (argv cannot carry its NUL)."""
+    return "\0" + path[1:] if path.startswith("@") else path
+
+
+def connect_zygote(socket_path: str, wait_s: float = 10.0) -> socket.socket:
+    """The zygote binds its socket within milliseconds of starting; wait that long at most."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(socket_address(socket_path))
+            return conn
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def preload_more(socket_path: str, modules: Sequence[str]) -> None:
+    """Asks a running zygote to import `modules` too before it forks the next trial."""
+    if modules:
+        with connect_zygote(socket_path) as conn:
+            conn.sendall((json.dumps({"preload": list(modules)}) + "\n").encode())
+
+
+def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subprocess.DEVNULL,
+                 stderr=None) -> subprocess.Popen:
+    """A zygote listening at `socket_path`; it imports what this process can (a user's
+    workload module next to the driver too)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), PARENT_PID: str(os.getpid())}
+    return subprocess.Popen([sys.executable, "-m", "sweeper._zygote", socket_path, *preload], env=env,
+                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
 
 
 class NodeZygote:
@@ -28,8 +74,6 @@ class NodeZygote:
     their trials from it; workers on other machines (no such socket there) use their own."""
 
     def __init__(self, preload: Sequence[str]) -> None:
-        from sweeper.isolation import start_zygote
-
         self.folder = str(held_folder("sweeper-node-"))
         self.socket_path = os.path.join(self.folder, "zygote.sock")
         self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
@@ -37,8 +81,6 @@ class NodeZygote:
         mark("zygote_started", pid=self.proc.pid)
 
     def preload(self, modules: Sequence[str]) -> None:
-        from sweeper.isolation import preload_more
-
         try:
             preload_more(self.socket_path, modules)
         except OSError:              # not listening (yet): each trial then imports them itself
