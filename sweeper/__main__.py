@@ -117,12 +117,15 @@ def spare_zygote(args: List[str]) -> Iterator[None]:
 
 
 def exit_with(code: int) -> None:
-    """Ends the command as the interpreter would, less its teardown (where this module is the program,
-    `python -m sweeper`; a caller that ran it with runpy gets SystemExit as before). It joins the threads that are
-    not daemons and runs the atexit handlers (logging's, W&B's, Ray's, a trial's own), then the
-    process exits where the interpreter would walk and free every object of pandas, scipy, Ray and
-    torch, after the table is out: 0.16-0.28 s of a one-trial sweep with executor=local here
-    (0.5-0.7 s before its last collections were skipped with gc.freeze)."""
+    """Ends the command as the interpreter would, less its teardown: where this module is the
+    program (`python -m sweeper`) and no thread but daemons is left, it runs the atexit handlers
+    (logging's, W&B's, Ray's, a trial's own) and exits where the interpreter would walk and free
+    every object of torch, pandas and Ray, after the table is out: 0.16-0.28 s of a one-trial sweep
+    with executor=local here. Otherwise the interpreter ends it: a caller that ran it with runpy
+    gets SystemExit, and a thread that is no daemon (an idle ThreadPoolExecutor a trial kept, with
+    executor=local) is ended by Python's own shutdown, which wakes such pools before it joins them.
+    Everything alive moves to the permanent generation first, so the interpreter's last collections
+    skip it (0.5-0.7 s here)."""
     import atexit
     import gc
     import os
@@ -130,14 +133,12 @@ def exit_with(code: int) -> None:
 
     gc.freeze()
     program = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(program, "name", None) != __spec__.name:    # run by a caller (runpy, a test): SystemExit, for it
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if getattr(program, "name", None) != __spec__.name or others:
         sys.exit(code)
     try:
-        for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
         atexit._run_exitfuncs()
-    except KeyboardInterrupt:          # a stop while they end: the table is out, nothing is left to write
+    except KeyboardInterrupt:          # a stop while they run: the table is out, nothing is left to write
         pass
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -304,6 +304,18 @@ def test_an_error_after_a_swallowed_stop_is_the_stop(capsys):
     assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
 
 
+@pytest.mark.slow
+def test_a_trial_that_leaves_a_thread_pool_behind_does_not_hold_the_command_at_its_end(sweeper_cli):
+    """executor=local runs the trial in the command's process, and an idle ThreadPoolExecutor's worker
+    (no daemon) waits on its queue until Python's own shutdown wakes it: the command's quick exit
+    must leave that to Python, not wait for the thread itself."""
+    result = sweeper_cli(["executor=local", "workload.target=tests.workloads_for_tests:leaves_a_pool",
+                          "workload.steps=2", "workload.warmup_steps=0", "report.enabled=false",
+                          "history.enabled=false"], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "recommended:" in result.stdout
+
+
 def test_output_whose_reader_went_away_is_not_a_bug(monkeypatch, capsys):
     """`python -m sweeper ... | head`: the reader closes the pipe; the command stops without a
     traceback and exits as a process SIGPIPE ends (141), not 70."""

@@ -15,6 +15,20 @@ def quick(cfg, probe):
     return {"custom_figure": 42.0}
 
 
+_KEPT = []
+
+
+def leaves_a_pool(cfg, probe):
+    """`quick`, leaving an idle thread pool that it keeps and never shuts down, as user code does (a
+    module's own pool): its worker is no daemon, and only Python's own shutdown tells it to end
+    before it is joined."""
+    import concurrent.futures
+
+    _KEPT.append(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    _KEPT[-1].submit(time.sleep, 0).result()
+    return quick(cfg, probe)
+
+
 def quick_announced(cfg, probe):
     """`quick`, after leaving a file named by its pid in params.started_dir: a test can wait
     until trials really run instead of guessing how long that takes."""
