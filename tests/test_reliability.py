@@ -1,4 +1,5 @@
 """Faults injected for real: each ends as a row, finished trials stay intact, nothing is left running."""
+import contextlib
 import hashlib
 import json
 import os
@@ -297,37 +298,39 @@ def wait_for(predicate, timeout_s=120):
         time.sleep(0.1)
 
 
-def test_ctrl_c_on_ray_trials_leaves_no_scratch_folder_and_one_line(tmp_path):
-    tmp = Path(tempfile.mkdtemp(prefix="st", dir="/tmp"))      # short: Ray's socket paths live under it
+@contextlib.contextmanager
+def two_hanging_ray_trials(tmp_path, **output):
+    """A Ray sweep of two trials that hang, with a temp folder of its own (short: Ray's socket paths
+    live under it); yields (the driver, that folder) once both trials run."""
+    tmp = Path(tempfile.mkdtemp(prefix="st", dir="/tmp"))
+    driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
+                               f"workload.target={T}:hangs", "workload.seed=0,1", "resources.isolation=pack",
+                               "wandb.enabled=false", "report.enabled=false", "history.enabled=false"],
+                              cwd=ROOT, env=sweeper_env(tmp_path, TMPDIR=str(tmp)), **output)
     try:
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
-                                   f"workload.target={T}:hangs", "workload.seed=0,1", "resources.isolation=pack",
-                                   "wandb.enabled=false", "report.enabled=false", "history.enabled=false"],
-                                  cwd=ROOT, env=sweeper_env(tmp_path, TMPDIR=str(tmp)), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: len(list(tmp.glob("sweeper-scratch-*/sweeper-*"))) == 2)   # both trials run
+        wait_for(lambda: len(list(tmp.glob("sweeper-scratch-*/sweeper-*"))) == 2)
+        yield driver, tmp
+    finally:
+        driver.kill()
+        driver.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_ctrl_c_on_ray_trials_leaves_no_scratch_folder_and_one_line(tmp_path):
+    with two_hanging_ray_trials(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as (driver, tmp):
         driver.send_signal(signal.SIGINT)
         out, err = driver.communicate(timeout=120)
         assert driver.returncode == 130, err[-3000:]
         assert err.strip().splitlines() == \
             ["interrupted while trials ran: running trials are cancelled, finished ones kept; resume=latest runs the rest"]
         assert [p.name for p in tmp.iterdir() if p.name.startswith("sweeper-")] == []
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_a_sigkilled_sweep_leaves_nothing_in_the_temp_folder(tmp_path):
     """The OOM killer takes the driver while its trials run: its watchdog ends the local Ray, then
     removes the session's folder and the driver's own folders (the trials' scratch, the node
     zygote's socket and log), which the driver itself had no chance to."""
-    tmp = Path(tempfile.mkdtemp(prefix="st", dir="/tmp"))      # short: Ray's socket paths live under it
-    try:
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
-                                   f"workload.target={T}:hangs", "workload.seed=0,1", "resources.isolation=pack",
-                                   "wandb.enabled=false", "report.enabled=false", "history.enabled=false"],
-                                  cwd=ROOT, env=sweeper_env(tmp_path, TMPDIR=str(tmp)), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        wait_for(lambda: len(list(tmp.glob("sweeper-scratch-*/sweeper-*"))) == 2)   # both trials run
+    with two_hanging_ray_trials(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as (driver, tmp):
         made = sorted(p.name.rsplit("-", 1)[0] for p in tmp.iterdir() if p.name.startswith(("sweeper-", "ray")))
         assert made == ["ray", "sweeper-node", "sweeper-scratch"], made
         assert list(tmp.glob("ray/session_2*"))
@@ -335,9 +338,6 @@ def test_a_sigkilled_sweep_leaves_nothing_in_the_temp_folder(tmp_path):
         driver.wait()
         wait_for(lambda: not [p for p in tmp.iterdir() if p.name.startswith("sweeper-")]
                  and not list(tmp.glob("ray/session_*")), timeout_s=30)
-    finally:
-        driver.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_the_suite_started_with_sigint_ignored_still_stops_on_ctrl_c(tmp_path):
