@@ -68,6 +68,10 @@ def _quiet_thread_warning() -> None:
         logger.addFilter(_NotFromThisThread())
 
 
+# The raylet connects to its own object store as it starts, which a thread of its own opens: where
+# that is not listening yet, Ray waits its whole retry interval (1 s) before the next try, and the
+# node registers a second later (in 2 of 4 sweeps here). The same 10 s in all, tried every 20 ms.
+FAST_CONNECT = {"raylet_client_connect_timeout_milliseconds": 20, "raylet_client_num_connect_attempts": 500}
 PRESTART_FLAG = "--num_prestart_python_workers="    # the raylet's: Ray sets it to the node's CPUs
 AGENT_PORTS = {"--dashboard_agent_command=": "metrics_agent_port,metrics_export_port,dashboard_agent_listen_port",
                "--runtime_env_agent_command=": "runtime_env_agent_port"}     # the raylet's flag: the ports it waits for
@@ -92,7 +96,8 @@ def lean_local_start(one_worker: bool = True) -> Iterator[bool]:
       serve metrics, the dashboard's and job API's calls, logs and runtime_envs; the driver uses none
       (`agent_standin.py`). Ray's check for the dashboard's packages, which only decides that
       agent's command line, is skipped with it (it imported them into the driver: 0.4-0.7 s).
-    - Ray looks for the registered node once a second (`_registered_soon`).
+    - Ray looks for the registered node once a second (`_registered_soon`), and the raylet for its
+      object store too (`FAST_CONNECT`, given by the caller as Ray's system config).
     - Two more Python processes, each importing Ray while the node starts: the log monitor, which
       sends the workers' output to a driver that asks for none (log_to_driver=False), and the
       autoscaler's monitor, with nothing to scale on one node (Ray's own switches for both).
