@@ -382,8 +382,9 @@ def assert_phases_in_order(found, result):
     for phase in (*DRIVER_PHASES, *TRIAL_PHASES, "zygote_ready", "worker_warm"):
         assert names.count(phase) == 1, (phase, names)
     at = {name: (when, pid) for when, pid, name in found}
-    order = [*DRIVER_PHASES[:3], "worker_warm", DRIVER_PHASES[3], *TRIAL_PHASES, *DRIVER_PHASES[4:]]
+    order = [*DRIVER_PHASES[:3], "worker_warm", DRIVER_PHASES[3], *TRIAL_PHASES, "outcome", "trials_done"]
     assert [at[p][0] for p in order] == sorted(at[p][0] for p in order), names
+    assert at["trials_done"][0] <= min(at["executor_closed"][0], at["published"][0]), names   # side by side
     assert {at[p][1] for p in DRIVER_PHASES} == {at["main"][1]} and at["trial_start"][1] != at["main"][1]
 
 
