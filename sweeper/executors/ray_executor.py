@@ -30,7 +30,6 @@ from sweeper.isolation import Outcome
 from sweeper.plan import ClusterShape, Trial
 from sweeper.timeline import mark
 
-WARM_WAIT_S = 5.0       # the first worker's warm-up: past this, the first trial pays for it as before
 START_WAIT_S = 30.0     # a stop during Ray's start waits for it this long: then every process it started is known
 
 
@@ -54,14 +53,6 @@ def _run_on_worker(spec: Dict[str, Any], timeout_s: float, node_zygote: Optional
     outcome.record.worker_pid = os.getpid()
     outcome.record.fingerprint["ray_node_id"] = _node_id()    # the fleet keys results by node (and GPU UUID)
     return outcome
-
-
-def _warm_worker() -> None:
-    """A task that does nothing, run once Ray is up: a Ray worker's first task imports pyarrow and
-    the rest of Ray's serializers, and this module (0.3 s here); the first trial's then need not."""
-    import sweeper.isolation  # noqa: F401
-
-    mark("worker_warm")
 
 
 def _node_id() -> Optional[str]:
@@ -153,7 +144,6 @@ class RayExecutor(Executor):
             self.session = ray_session_dir()
             self.guard = guard_local_ray(self.session)        # Ray's processes end with this driver, even on SIGKILL
             self.watch = NodeWatch(vital_processes(), self._hosted)
-            _warm_first_worker()
 
     def _connect(self) -> bool:
         """Starts a local Ray (returns True) or attaches to `ray.address`."""
@@ -299,20 +289,6 @@ class RayExecutor(Executor):
         print(f"warning: Ray's start had not finished {START_WAIT_S:g} s after the sweep stopped; "
               f"what it started ends with this process", file=sys.stderr, flush=True)
         return False
-
-
-def _warm_first_worker() -> None:
-    """A local Ray's one worker runs its first task while the driver has nothing for it yet (the
-    trial waits for the zygote's imports, or the driver for its own), in the thread that started
-    Ray: 0.4-0.6 s here from the first trial's submission to its start, of which this leaves
-    ms. Zero CPUs: it fits beside anything. A warm-up that fails or is slow leaves the trial to
-    find what is wrong, and to pay for the set-up as before."""
-    import ray
-
-    try:
-        ray.wait([ray.remote(_warm_worker).options(num_cpus=0, name="warm-up").remote()], timeout=WARM_WAIT_S)
-    except Exception:                                  # noqa: BLE001 - the first trial says what is wrong
-        pass
 
 
 def _disconnect_local_ray(orphaned: Optional[str] = None):
