@@ -2,6 +2,7 @@
 the jobs are composed, and a local Ray ended at once, leaving nothing behind."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -363,6 +364,37 @@ def test_a_local_ray_that_lost_a_trial_keeps_its_session_folder_for_its_logs(tmp
     assert driver.returncode == 1 and "[1/1] failed" in out, out[-2000:] + err[-2000:]
     assert list((tmp / "ray").glob("session_2*/logs/raylet.out")), "the session of a Ray that lost a trial went"
     assert names(leftovers(tmp)) == []
+
+
+@pytest.mark.slow
+def test_a_first_trial_that_asks_for_a_gpu_runs_in_the_one_worker_the_node_started(tmp_path, ray_tmp):
+    """Ray binds a worker to the kind of its first task, with a GPU or without, and starts another
+    for a task of the other kind (1.7 s on an H200): nothing may run a task of its own on the node's
+    one worker before the first trial. A node declared to have a GPU stands in for one."""
+    started = tmp_path / "started"
+    args = [f"workload.target={T}:quick_announced", "+workload.params.sleep_s=0.3", f"+workload.params.started_dir={started}",
+            *TINY[1:], "ray.num_gpus=1", "resources.gpus=1",
+            "resources.isolation=gpu", "workload.device=cpu"]
+    driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
+                              cwd=ROOT, env=sweep_env(tmp_path, ray_tmp), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(started.glob("*")) and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.05)
+    workers = ray_workers(ray_tmp)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 0 and "[1/1] ok" in out, out[-2000:] + err[-2000:]
+    record = json.loads(next((tmp_path / "results").glob("*/*/trials/*/trial.json")).read_text())
+    assert workers == [record["worker_pid"]], (workers, record["worker_pid"])
+
+
+def ray_workers(tmp: Path) -> list:
+    """The Python workers of the local Ray under `tmp`: the raylet's children that are neither its
+    agents' stand-ins nor anything else of Ray's (a worker running a task is named `ray::<task>`)."""
+    raylets = [p for p in leftovers(tmp) if p.name() == "raylet"]
+    return sorted(child.pid for raylet in raylets for child in raylet.children()
+                  if child.cmdline()[:1] and (child.cmdline()[0].startswith("ray::")
+                                              or any(arg.endswith("default_worker.py") for arg in child.cmdline())))
 
 
 DRIVER_PHASES = ("main", "first_job_composed", "ray_ready", "executor_started", "outcome", "trials_done",
