@@ -5,6 +5,7 @@ import itertools
 import json
 import os
 import signal
+import threading
 import time
 
 import pandas as pd
@@ -442,3 +443,33 @@ def test_resume_of_repeats_auto_keeps_the_later_rounds_finished_repeats(sweep, t
     first_round = [SimpleNamespace(trial_id=f"{c}-{i}", cell_id=c) for c in cells for i in (0, 1)]
     assert set(earlier_results(run, first_round, any_repeat=True)) == set(done)          # all 8
     assert set(earlier_results(run, first_round)) == {t.trial_id for t in first_round}   # fixed repeats: 4
+
+
+def test_the_executor_ends_beside_the_end_of_the_sweep_and_the_sweep_returns_after_both(sweep, monkeypatch):
+    """A local Ray's end (mostly a wait inside Ray) overlaps the analysis and the table, which need
+    nothing of it; the sweep returns only once the executor is closed."""
+    published = threading.Event()
+    seen = {}
+
+    def close(self):
+        seen["published_meanwhile"] = published.wait(10)
+        self.closed = True
+
+    def publish_end(sweep, root, run):
+        published.set()
+        return exitcodes.OK
+
+    monkeypatch.setattr(FakeExecutor, "close", close)
+    monkeypatch.setattr(driver, "publish_end", publish_end)
+    code, fake = sweep()
+    assert (code, seen, fake.closed) == (exitcodes.OK, {"published_meanwhile": True}, True)
+
+
+def test_an_error_in_the_executors_end_is_raised_once_the_end_is_published(sweep, monkeypatch):
+    def close(self):
+        raise RuntimeError("the executor's end broke")
+
+    monkeypatch.setattr(FakeExecutor, "close", close)
+    with pytest.raises(RuntimeError, match="the executor's end broke"):
+        sweep()
+    assert len(sweep.ends) == 1                      # the table and files were published all the same
