@@ -122,7 +122,8 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
         code = sweep.run_trials(executor, trials, shape)
         mark("trials_done")
-        closing = Closing(executor, scratch)      # the records are safe: Ray ends while the end is published
+        if executor.closes_beside_the_end:        # the records are safe: Ray ends while the end is published
+            closing = Closing(executor, scratch)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
@@ -138,7 +139,8 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         code = max(code, ended(sweep, root, run))
         mark("published")
     finally:
-        closing.join()
+        if closing is not None:
+            closing.join()
     return code
 
 
@@ -150,7 +152,8 @@ def close(executor, scratch: Path) -> None:
 
 class Closing:
     """`close`, in a thread of its own: a local Ray's end (0.1-0.4 s) beside the analysis and the
-    table, which need nothing of it. `join` re-raises what it raised."""
+    table, which need nothing of it; only for an executor that says it may
+    (`closes_beside_the_end`). `join` re-raises what it raised."""
 
     def __init__(self, executor, scratch: Path) -> None:
         self.error: Optional[BaseException] = None

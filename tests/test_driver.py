@@ -460,9 +460,23 @@ def test_the_executor_ends_beside_the_end_of_the_sweep_and_the_sweep_returns_aft
         return exitcodes.OK
 
     monkeypatch.setattr(FakeExecutor, "close", close)
+    monkeypatch.setattr(FakeExecutor, "closes_beside_the_end", True)     # as Ray's does
     monkeypatch.setattr(driver, "publish_end", publish_end)
     code, fake = sweep()
     assert (code, seen, fake.closed) == (exitcodes.OK, {"published_meanwhile": True}, True)
+
+
+def test_an_executor_that_reaps_any_child_is_closed_before_the_end_is_published(sweep, monkeypatch):
+    """The local executor's close reaps every child the driver adopted during the sweep; beside the
+    end of the sweep, it could take the exit status of a subprocess that the end waits on."""
+    order = []
+    monkeypatch.setattr(FakeExecutor, "close", lambda self: order.append("closed"))
+    monkeypatch.setattr(driver, "publish_end", lambda sweep, root, run: order.append("published") or 0)
+    assert sweep()[0] == exitcodes.OK and order == ["closed", "published"]
+    from sweeper.executors.local import LocalExecutor
+    from sweeper.executors.ray_executor import RayExecutor
+
+    assert (LocalExecutor.closes_beside_the_end, RayExecutor.closes_beside_the_end) == (False, True)
 
 
 def test_an_error_in_the_executors_end_is_raised_once_the_end_is_published(sweep, monkeypatch):
@@ -470,6 +484,7 @@ def test_an_error_in_the_executors_end_is_raised_once_the_end_is_published(sweep
         raise RuntimeError("the executor's end broke")
 
     monkeypatch.setattr(FakeExecutor, "close", close)
+    monkeypatch.setattr(FakeExecutor, "closes_beside_the_end", True)
     with pytest.raises(RuntimeError, match="the executor's end broke"):
         sweep()
     assert len(sweep.ends) == 1                      # the table and files were published all the same

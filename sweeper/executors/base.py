@@ -34,6 +34,10 @@ class Executor:
     # Called before each trial that runs inside the driver's process (local), so that what
     # starts while it runs is the trial's: the driver lets its background work finish first.
     before_trial: Optional[Callable[[], None]] = None
+    # Whether `close` may run beside the end of the sweep (sweeper/driver.Closing): it ends and
+    # reaps only the processes it started. Not the local executor's, which reaps any child the
+    # driver adopted and would race with a subprocess that the end of the sweep waits on.
+    closes_beside_the_end = False
 
     def start(self) -> ClusterShape:
         raise NotImplementedError

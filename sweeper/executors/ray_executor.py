@@ -92,6 +92,8 @@ def checked_runtime_env(ray, runtime_env: Dict[str, Any]) -> Dict[str, Any]:
 
 
 class RayExecutor(Executor):
+    closes_beside_the_end = True       # Ray's processes and its zygote, by their own ids
+
     def __init__(self, ray_cfg, preload: Sequence[str]) -> None:
         self.cfg, self.preload = ray_cfg, list(preload)
         self.started_ray = False
