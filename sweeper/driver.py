@@ -145,9 +145,11 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
 
 
 def close(executor, scratch: Path) -> None:
-    executor.close()
-    mark("executor_closed")
-    remove(scratch)
+    try:
+        executor.close()
+        mark("executor_closed")
+    finally:
+        remove(scratch)          # even where the end broke: else it stays until the next sweep clears it
 
 
 class Closing:

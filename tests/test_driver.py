@@ -480,11 +480,18 @@ def test_an_executor_that_reaps_any_child_is_closed_before_the_end_is_published(
 
 
 def test_an_error_in_the_executors_end_is_raised_once_the_end_is_published(sweep, monkeypatch):
+    roots = []
+
     def close(self):
         raise RuntimeError("the executor's end broke")
+
+    def script(spec, attempt):
+        roots.append(spec["scratch_root"])
+        return "ok"
 
     monkeypatch.setattr(FakeExecutor, "close", close)
     monkeypatch.setattr(FakeExecutor, "closes_beside_the_end", True)
     with pytest.raises(RuntimeError, match="the executor's end broke"):
-        sweep()
+        sweep(script)
     assert len(sweep.ends) == 1                      # the table and files were published all the same
+    assert roots and not os.path.exists(roots[0])    # and the trials' scratch folder went all the same
