@@ -51,11 +51,11 @@ def bench_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
 
 
 def run_timed(argv: Sequence[str], env: Optional[Dict[str, str]] = None, timeout_s: float = 600,
-              log: Optional[Path] = None) -> CommandRun:
-    """Runs `argv` from the project root, timing it from just before the start to its exit."""
+              log: Optional[Path] = None, cwd: Optional[Path] = None) -> CommandRun:
+    """Runs `argv` from the project root (or `cwd`), timing it from just before the start to its exit."""
     run = CommandRun(argv=list(argv), started_at=time.time())
     start = time.monotonic()
-    proc = subprocess.Popen(run.argv, cwd=ROOT, env=env or bench_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(run.argv, cwd=cwd or ROOT, env=env or bench_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     killer = threading.Timer(timeout_s, proc.kill)
     killer.start()

@@ -18,17 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import PYTHON, load_average, median  # noqa: E402
-from benchmarks.startup import first_marks, trial_args  # noqa: E402
+from benchmarks._common import PYTHON, load_average, median, run_timed  # noqa: E402
+from benchmarks.startup import first_marks, marks_since, trial_args  # noqa: E402
 from sweeper import timeline  # noqa: E402
 
 KINDS = ("dry", "local", "ray", "error")
@@ -48,11 +46,8 @@ def one(checkout: Path, args: Sequence[str], results: Path) -> tuple:
     marks.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")]),
            timeline.VARIABLE: str(marks)}
-    started, wall = time.perf_counter(), time.time()
-    done = subprocess.run([PYTHON, "-m", "sweeper", f"results_dir={results}", *args], env=env, cwd=checkout,
-                          capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    return seconds, done.returncode, first_marks([(t - wall, pid, n) for t, pid, n in timeline.read(str(marks))])
+    run = run_timed([PYTHON, "-m", "sweeper", f"results_dir={results}", *args], env=env, cwd=checkout)
+    return run.wall_s, run.returncode, first_marks(marks_since(marks, run.started_at))
 
 
 def main(argv: List[str] = None) -> int:

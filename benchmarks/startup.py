@@ -115,7 +115,7 @@ def run_round(cmds: Dict[str, Callable[[Path], List[str]]], out: Path, index: in
             print(f"  {name}: exit {run.returncode}\n{run.tail(20)}", file=sys.stderr)
         found[name] = {"wall_s": run.wall_s if run.returncode == 0 else float("nan"),
                        "times": sweeper_times(folder) if folder.is_dir() else [],
-                       "marks": [(t - run.started_at, pid, what) for t, pid, what in timeline.read(str(marks))]}
+                       "marks": marks_since(marks, run.started_at)}
         print(f"  round {index + 1}: {name:<18} {found[name]['wall_s']:6.2f} s", flush=True)
     return found
 
@@ -188,6 +188,11 @@ def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, 
 # -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
 PHASES = ("main", "zygote_started", "first_job_composed", "zygote_ready", "ray_ready", "executor_started",
           "trial_start", "workload_start", "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
+
+
+def marks_since(path: Path, started_at: float) -> List[tuple]:
+    """The timeline a command wrote to `path`: (seconds after its start, pid, phase)."""
+    return [(t - started_at, pid, what) for t, pid, what in timeline.read(str(path))]
 
 
 def first_marks(marks: List[tuple]) -> Dict[str, float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -123,7 +124,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         code = sweep.run_trials(executor, trials, shape)
         mark("trials_done")
         if executor.closes_beside_the_end:        # the records are safe: Ray ends while the end is published
-            closing = Closing(executor, scratch)
+            closing = closing_aside(executor, scratch)
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
@@ -140,7 +141,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         mark("published")
     finally:
         if closing is not None:
-            closing.join()
+            closing.result()
     return code
 
 
@@ -152,26 +153,20 @@ def close(executor, scratch: Path) -> None:
         remove(scratch)          # even where the end broke: else it stays until the next sweep clears it
 
 
-class Closing:
+def closing_aside(executor, scratch: Path) -> Future:
     """`close`, in a thread of its own: a local Ray's end (0.1-0.4 s) beside the analysis and the
     table, which need nothing of it; only for an executor that says it may
-    (`closes_beside_the_end`). `join` re-raises what it raised."""
+    (`closes_beside_the_end`). The future's `result()` waits for it and raises what it raised."""
+    done: Future = Future()
 
-    def __init__(self, executor, scratch: Path) -> None:
-        self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self._run, args=(executor, scratch), name="sweeper-close", daemon=True)
-        self.thread.start()
-
-    def _run(self, executor, scratch: Path) -> None:
+    def run() -> None:
         try:
-            close(executor, scratch)
+            done.set_result(close(executor, scratch))
         except BaseException as exc:              # noqa: BLE001 - the caller's to raise
-            self.error = exc
+            done.set_exception(exc)
 
-    def join(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
+    threading.Thread(target=run, name="sweeper-close", daemon=True).start()
+    return done
 
 
 def warm_imports(root: RootConfig, jobs: List[Job]) -> None:
