@@ -186,7 +186,7 @@ def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, 
 
 
 # -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
-PHASES = ("main", "zygote_started", "first_job_composed", "zygote_ready", "ray_ready", "executor_started",
+PHASES = ("main", "zygote_started", "first_job_composed", "ray_imported", "zygote_ready", "ray_ready", "executor_started",
           "trial_start", "workload_start", "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
 
 

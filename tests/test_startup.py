@@ -245,6 +245,26 @@ def test_help_and_a_dry_run_import_neither_torch_nor_ray(args, tmp_path):
     assert {"torch", "ray", "scipy", "wandb"} & found == set()
 
 
+RAY_BEGUN = """
+import sys, threading
+from sweeper.executors import ray_executor
+from sweeper.schema.run import RayConfig
+seen = []
+ray_executor.Starter = lambda connect: seen.append(("ray" in sys.modules, threading.current_thread().name))
+ray_executor.RayExecutor(RayConfig(address="auto"), []).begin()
+print(seen)
+"""
+
+
+@pytest.mark.slow
+def test_ray_is_imported_by_the_thread_that_begins_it_before_its_start_thread(tmp_path):
+    """Imported in Ray's own thread, beside the driver's imports that follow, it took twice as long
+    (Python runs one thread at a time), on Ray's way up."""
+    result = subprocess.run([sys.executable, "-c", RAY_BEGUN], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": checkout_first()}, timeout=120)
+    assert result.stdout.strip() == "[(True, 'MainThread')]", result.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_a_one_trial_run_is_analysed_without_scipy_stats(tmp_path):
     """Its intervals are over its steps (numpy): nothing to test one set of values against another."""
@@ -397,8 +417,8 @@ def ray_workers(tmp: Path) -> list:
                                               or any(arg.endswith("default_worker.py") for arg in child.cmdline())))
 
 
-DRIVER_PHASES = ("main", "first_job_composed", "ray_ready", "executor_started", "outcome", "trials_done",
-                 "executor_closed", "published")
+DRIVER_PHASES = ("main", "first_job_composed", "ray_imported", "ray_ready", "executor_started", "outcome",
+                 "trials_done", "executor_closed", "published")
 TRIAL_PHASES = ("trial_start", "workload_start", "workload_end", "trial_end")
 
 
@@ -409,7 +429,7 @@ def assert_phases_in_order(found, result):
     for phase in (*DRIVER_PHASES, *TRIAL_PHASES, "zygote_ready"):
         assert names.count(phase) == 1, (phase, names)
     at = {name: (when, pid) for when, pid, name in found}
-    order = [*DRIVER_PHASES[:4], *TRIAL_PHASES, "outcome", "trials_done"]
+    order = [*DRIVER_PHASES[:5], *TRIAL_PHASES, "outcome", "trials_done"]
     assert [at[p][0] for p in order] == sorted(at[p][0] for p in order), names
     assert at["trials_done"][0] <= min(at["executor_closed"][0], at["published"][0]), names   # side by side
     assert {at[p][1] for p in DRIVER_PHASES} == {at["main"][1]} and at["trial_start"][1] != at["main"][1]
