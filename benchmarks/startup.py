@@ -284,6 +284,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     device = args.device or device_of_host()
     out = (args.out or ROOT / "results" / "benchmarks" / time.strftime("startup-%Y%m%d-%H%M%S")).resolve()
+    if out.is_dir() and any(out.iterdir()):    # its timelines and results would be read with this run's
+        raise SystemExit(f"error: --out {out} is not empty: give a new folder")
     out.mkdir(parents=True, exist_ok=True)
     print(f"startup: {machine_line()}, device {device}\n  logs under {out}", flush=True)
     cmds = commands(device, args.one_s, args.trials, args.trial_s)

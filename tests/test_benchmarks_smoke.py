@@ -143,6 +143,14 @@ def test_startup_commands_are_the_same_trial_on_any_host_and_relative_to_the_che
     assert "workload.device=cpu" in cpu and "+workload.params.seconds=0.5" in cpu
 
 
+def test_startup_refuses_a_folder_that_holds_an_earlier_run(tmp_path, capsys):
+    """Its timelines would be appended to, and the table read the earlier run's marks first."""
+    (tmp_path / "ray" / "0").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="is not empty: give a new folder"):
+        startup.main(["--out", str(tmp_path), "--runs", "1"])
+    assert capsys.readouterr().out == ""                  # refused before any command ran
+
+
 def test_startup_reads_top_level_import_times_and_names_the_heavy_ones():
     text = ("import time: self [us] | cumulative | imported package\n"
             "import time:       120 |        150 |   ray._private.utils\n"
