@@ -1,8 +1,8 @@
 """`python -m sweeper [+sweep=NAME] [key=value ...]`: parse, compose, launch, exit.
 
 Hydra parses and composes; its launcher plugin (hydra_plugins/sweeper_ray_launcher) is an
-adapter that hands the checked jobs to sweeper.driver, which imports Ray only when the Ray
-executor starts; `--help` and config errors stay fast.
+adapter that hands the checked jobs to sweeper.driver; Ray is imported only once the first job
+is composed and checked and runs on Ray (sweeper/executors), so `--help` and config errors stay fast.
 """
 from __future__ import annotations
 

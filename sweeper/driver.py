@@ -22,7 +22,7 @@ from sweeper.errors import ConfigError, SweeperError
 from sweeper.executors import make_executor
 from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
-from sweeper.interrupts import interrupted, stop_signals
+from sweeper.interrupts import deferred, interrupted, stop_signals
 from sweeper.preflight import check_machine
 from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run, writing
 from sweeper.schema import AUTO, RootConfig
@@ -107,11 +107,11 @@ def launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed
 
 def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resumed: Optional[Path],
               held: ExitStack) -> int:
-    run, created, sweep, closing = resumed, None, None, None
-    executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
-    clear_abandoned()                                   # what SIGKILLed sweeps before this one left there
-    scratch = held_folder("sweeper-scratch-")           # every trial's scratch folder, on this node
+    run, created, sweep, closing, executor, scratch, trials_over = resumed, None, None, None, None, None, False
     try:
+        executor = make_executor(root, preload_of([spec_for(j.config.workload) for j in jobs]))
+        clear_abandoned()                               # what SIGKILLed sweeps before this one left there
+        scratch = held_folder("sweeper-scratch-")       # every trial's scratch folder, on this node
         if resumed is None:
             created = new_run(root, multirun)
             run = created.path
@@ -124,17 +124,19 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         code = sweep.run_trials(executor, trials, shape)
         mark("trials_done")
         if executor.closes_beside_the_end:        # the records are safe: Ray ends while the end is published
-            closing = closing_aside(executor, scratch)
+            with deferred():                      # a stop now: `closing` is known, and waited on below
+                closing = closing_aside(executor, scratch)
+        trials_over = True
     except SweeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
-        if sweep is not None:           # again while the trials were being cancelled: that line is out
-            return exitcodes.INTERRUPTED
-        return interrupted("before any trial started: nothing was kept")
+        return stopped_before_the_end(sweep, run if resumed is not None else None)
     finally:
         if closing is None:
             close(executor, scratch)
+        elif not trials_over:
+            closing.result()
         drop_new_run(created)
     try:
         code = max(code, ended(sweep, root, run))
@@ -145,12 +147,26 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
     return code
 
 
-def close(executor, scratch: Path) -> None:
+def stopped_before_the_end(sweep: Optional[Sweep], resumed: Optional[Path]) -> int:
+    """Ctrl-C or SIGTERM from the executor's start to the trials' end: one line, unless the trial
+    loop has said it already (a second stop while it cancelled the trials)."""
+    if sweep is not None and sweep.said_interrupted:
+        return exitcodes.INTERRUPTED
+    if sweep is None and resumed is None:
+        return interrupted("before any trial started: nothing was kept")
+    where = sweep.run if sweep is not None else resumed
+    return interrupted(f"before the trials ended: finished trials are kept in {where}; add resume=latest to the same "
+                       f"command to run the rest and write what is missing")
+
+
+def close(executor, scratch: Optional[Path]) -> None:
     try:
-        executor.close()
-        mark("executor_closed")
+        if executor is not None:
+            executor.close()
+            mark("executor_closed")
     finally:
-        remove(scratch)          # even where the end broke: else it stays until the next sweep clears it
+        if scratch is not None:
+            remove(scratch)      # even where the end broke: else it stays until the next sweep clears it
 
 
 def closing_aside(executor, scratch: Path) -> Future:

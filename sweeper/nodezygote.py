@@ -76,8 +76,16 @@ class NodeZygote:
     def __init__(self, preload: Sequence[str]) -> None:
         self.folder = str(held_folder("sweeper-node-"))
         self.socket_path = os.path.join(self.folder, "zygote.sock")
-        self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
-        self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
+        try:
+            self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
+            try:
+                self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
+            except BaseException:
+                self.log.close()
+                raise
+        except BaseException:              # no zygote (out of processes, memory): nor its folder
+            remove(Path(self.folder))
+            raise
         mark("zygote_started", pid=self.proc.pid)
 
     def preload(self, modules: Sequence[str]) -> None:

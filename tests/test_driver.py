@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from sweeper import driver, exitcodes
+from sweeper.errors import ConfigError
 from sweeper import sweep as sweep_module
 from sweeper.results import read_records
 from sweeper.runfolder import RunBusy, check_free, writing
@@ -394,6 +395,35 @@ def test_sigterm_before_any_trial_removes_the_new_run_folder_and_what_it_made_ab
     assert (code, capsys.readouterr().err.strip()) == (exitcodes.INTERRUPTED,
                                                        "interrupted before any trial started: nothing was kept")
     assert not (tmp_path / "results").exists() and fake.closed       # nor the folders above the run's
+
+
+def test_a_refusal_before_the_first_trial_still_ends_the_executor(sweep, tmp_path, capsys, monkeypatch):
+    """The executor was already taken from the launcher's head start: nothing else would end it."""
+    def no_room(prefix):
+        raise ConfigError("the temp folder is full")
+
+    monkeypatch.setattr(driver, "held_folder", no_room)
+    code, fake = sweep()
+    assert (code, capsys.readouterr().err.strip()) == (ConfigError.code, "error: the temp folder is full")
+    assert fake.closed
+
+
+def test_a_stop_after_the_trial_loop_is_one_line_saying_where_the_trials_are_kept(sweep, tmp_path, capsys, monkeypatch,
+                                                                                  sigterm_would_kill):
+    """The loop says its own line only for a stop inside it; this one came once it had returned."""
+    loop = driver.Sweep.run_trials
+
+    def run_trials(self, *args):
+        code = loop(self, *args)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return code
+
+    monkeypatch.setattr(driver.Sweep, "run_trials", run_trials)
+    code, fake = sweep(grid={"workload.seed": [0, 1]})
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, sigterm_would_kill, len(err)) == (exitcodes.INTERRUPTED, [], 1)
+    assert err[0].startswith("interrupted before the trials ended: finished trials are kept in") and "resume=latest" in err[0]
+    assert len(records(tmp_path)) == 2 and fake.closed
 
 
 def test_sigterm_while_publishing_is_one_line_and_resume_publishes_again(sweep, tmp_path, capsys, monkeypatch,

@@ -59,6 +59,9 @@ class NoStart:
     def __init__(self, connect):
         self.connect = connect
 
+    def start(self):
+        return self
+
 
 @pytest.fixture
 def spare(monkeypatch):

@@ -80,6 +80,20 @@ def test_the_sweep_takes_the_executor_begun_early_and_adds_its_workloads_modules
     assert taken.calls == ["begin", ("preload", ["workloads.dataloader"])]      # the sweep closes it, not head_start
 
 
+def test_a_stop_while_the_sweep_takes_the_early_executor_ends_it(early, monkeypatch):
+    """Taken from the head start, it is nobody else's to end (the zygote's socket is retried
+    for up to 10 s when its zygote has died)."""
+    def stopped(self, modules):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Early, "add_preload", stopped)
+    with executors.head_start():
+        executors.begin_early({})
+        with pytest.raises(KeyboardInterrupt):
+            executors.make_executor(root_with(), ["workloads.dataloader"])
+    assert [e.calls for e in early] == [["begin", "close"]]
+
+
 def test_an_executor_begun_early_that_no_sweep_took_is_closed(early):
     with executors.head_start():
         executors.begin_early({})
@@ -250,7 +264,13 @@ import sys, threading
 from sweeper.executors import ray_executor
 from sweeper.schema.run import RayConfig
 seen = []
-ray_executor.Starter = lambda connect: seen.append(("ray" in sys.modules, threading.current_thread().name))
+class Starter:
+    def __init__(self, connect):
+        seen.append(("ray" in sys.modules, threading.current_thread().name))
+
+    def start(self):
+        return self
+ray_executor.Starter = Starter
 ray_executor.RayExecutor(RayConfig(address="auto"), []).begin()
 print(seen)
 """
@@ -492,7 +512,7 @@ def test_a_stop_during_a_ray_start_that_never_ends_waits_a_bounded_time_then_say
     stuck = threading.Event()
     monkeypatch.setattr(ray_executor, "START_WAIT_S", 0.2)
     executor = ray_executor.RayExecutor(RayConfig(), preload=())
-    executor.starter = Starter(stuck.wait)
+    executor.starter = Starter(stuck.wait).start()
     try:
         began = time.monotonic()
         executor.close()

@@ -37,7 +37,11 @@ def make_executor(root, preload: Sequence[str]) -> Executor:
         return LocalExecutor()
     early = _take_early(root.ray)
     if early is not None:
-        early.add_preload(preload)
+        try:
+            early.add_preload(preload)
+        except BaseException:          # a stop while it reached the zygote: taken, so ended here
+            early.close()
+            raise
         return early
     from sweeper.executors.ray_executor import RayExecutor
 

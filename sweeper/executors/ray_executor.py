@@ -6,7 +6,8 @@ and hands back outcomes as tasks end (`ray.wait`). Inside the task, the trial is
 from a warm zygote into a contained process tree of its own (sweeper/isolation.py).
 
 Ray starts in the background (`begin`, called as soon as the launcher knows the sweep runs
-on Ray), while the jobs are composed and planned; `start` waits for it. `ray.init` runs in a
+on Ray, imports Ray in the caller's thread and then starts it), while the other jobs are composed
+and all are planned; `start` waits for it. `ray.init` runs in a
 thread that lives as long as the executor: Ray's processes die with the thread that started
 them (PR_SET_PDEATHSIG), so that thread ends only once they are gone. A local Ray this driver
 started is ended at once by `close` (SIGKILL to its process tree; the records are written by
@@ -108,7 +109,8 @@ class RayExecutor(Executor):
 
     # -- the cluster ------------------------------------------------------------------
     def begin(self) -> None:
-        """Starts the node zygote (its torch import) and Ray in the background; `start` waits."""
+        """Starts the node zygote (its torch import), imports Ray (here: below) and starts it in the
+        background; `start` waits."""
         if self.starter is not None:
             return
         if not self.cfg.address and not self.cfg.runtime_env:
@@ -128,6 +130,7 @@ class RayExecutor(Executor):
 
         mark("ray_imported")
         self.starter = Starter(self._connect_and_guard)
+        self.starter.start()
 
     def add_preload(self, modules: Sequence[str]) -> None:
         """The workloads' modules, known once the jobs are composed, for a zygote begun before."""
@@ -171,7 +174,7 @@ class RayExecutor(Executor):
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
         _own_token()
-        self.started_ray = True     # before init: a Ctrl-C while it starts still shuts down what it started
+        self.started_ray = True     # before init: a start that raises midway still has what it started ended
         from sweeper.executors.nodewatch import quiet_node_death, raise_if_node_died
 
         lean = lean_local_start(one_worker=not self.cfg.runtime_env)     # a job's runtime_env: Ray's own agents

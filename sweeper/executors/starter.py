@@ -16,14 +16,19 @@ from typing import Iterator, Optional
 
 
 class Starter:
-    """Runs `connect` in a thread of its own that stays until `release`: Linux ends Ray's
-    processes when the thread that started them ends."""
+    """Runs `connect` in a thread of its own (from `start`) that stays until `release`: Linux ends
+    Ray's processes when the thread that started them ends."""
 
     def __init__(self, connect) -> None:
         self.connect, self.error = connect, None
         self.done, self.released = threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self._run, name="ray-start", daemon=True)
+
+    def start(self) -> "Starter":
+        """Starts the thread; call it once the starter is where `close` finds it, so that a stop
+        between the two cannot leave a start running that nothing waits on."""
         self.thread.start()
+        return self
 
     def _run(self) -> None:
         try:
