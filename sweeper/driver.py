@@ -77,8 +77,8 @@ def run_sweep(jobs: List[Job], multirun: Optional[str] = None) -> int:
             return exitcodes.OK
         try:
             return launched(jobs, root, multirun, run if root.resume else None)
-        except KeyboardInterrupt:       # again, while stopping
-            return interrupted("again while stopping: finished trials are kept")
+        except KeyboardInterrupt:       # while the executor ended, or again while stopping (then no line)
+            return interrupted("while the sweep ended: finished trials are kept; resume=latest writes what is missing")
 
 
 def checked(jobs: List[Job], root: RootConfig) -> Tuple[Path, List[Trial]]:
@@ -148,10 +148,8 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
 
 
 def stopped_before_the_end(sweep: Optional[Sweep], resumed: Optional[Path]) -> int:
-    """Ctrl-C or SIGTERM from the executor's start to the trials' end: one line, unless the trial
-    loop has said it already (a second stop while it cancelled the trials)."""
-    if sweep is not None and sweep.said_interrupted:
-        return exitcodes.INTERRUPTED
+    """Ctrl-C or SIGTERM from the executor's start to the trials' end: its one line, unless the
+    trial loop said one already (a second stop while it cancelled the trials: interrupts.interrupted)."""
     if sweep is None and resumed is None:
         return interrupted("before any trial started: nothing was kept")
     where = sweep.run if sweep is not None else resumed

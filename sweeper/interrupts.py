@@ -19,6 +19,7 @@ from sweeper import exitcodes
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _open_blocks = 0                       # stop_signals blocks open (the main thread's only)
 _arrived: Optional[int] = None         # the stop signal raise_interrupt got inside them, if one came
+_said = False                          # this command printed its one line (kept past its last block)
 
 
 def raise_interrupt(signum, frame) -> None:
@@ -62,7 +63,9 @@ def raise_if_stopped() -> None:
 def stop_signals(handler: Callable = raise_interrupt) -> Iterator[None]:
     """SIGINT and SIGTERM call `handler` (default: raise KeyboardInterrupt) inside the block.
     A signal raise_interrupt got is remembered until the outermost block ends."""
-    global _open_blocks, _arrived
+    global _open_blocks, _arrived, _said
+    if not _open_blocks:
+        _said = False                  # a command starts: its stop has said nothing yet
     _open_blocks += 1
     previous = {}
     try:
@@ -134,6 +137,11 @@ def _suite_gone(signum, frame) -> None:
 
 
 def interrupted(line: str) -> int:
-    """The one line an interrupt prints; returns the exit code."""
-    print(f"interrupted {line}", file=sys.stderr, flush=True)
+    """The one line a stop prints, the first one said in a command: a second Ctrl-C while the
+    first one's stop runs (cancelling trials, ending a Ray being started) adds no line of its own,
+    whichever phase catches it. Returns the exit code."""
+    global _said
+    if not _said:
+        print(f"interrupted {line}", file=sys.stderr, flush=True)
+    _said = True
     return exitcodes.INTERRUPTED

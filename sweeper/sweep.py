@@ -97,7 +97,6 @@ class Sweep:
         self.summary_at: Optional[float] = None
         self.summary_stale = False
         self.stop = threading.Event()
-        self.said_interrupted = False               # the trial loop printed the stop's one line
         self.trackers_of = lambda record: dict(record.trackers)
         self.queue: deque = deque()                 # groups of trials not yet submitted
         self.window: Optional[int] = None           # None: everything submitted at once
@@ -138,7 +137,6 @@ class Sweep:
         except KeyboardInterrupt:
             code = interrupted("while trials ran: running trials are cancelled, finished ones kept; "
                                "resume=latest runs the rest")
-            self.said_interrupted = True       # a second stop while cancelling: the driver adds no line
             self.cancel_all()
             return code
         except NodeLost as lost:

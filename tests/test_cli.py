@@ -142,6 +142,22 @@ def test_an_error_raised_while_a_ctrl_c_unwinds_is_the_interrupt_not_a_bug(capsy
     assert capsys.readouterr().err.splitlines() == ["interrupted before it finished: nothing more was written"]
 
 
+def test_a_second_stop_while_the_first_one_is_handled_adds_no_line(capsys):
+    """As when Ctrl-C while composing has said its line and a second one lands while the Ray begun
+    for the sweep is ended: the command's own boundary said "finished trials are kept; add
+    resume=latest" after "nothing was written". A command after it says its own line again."""
+    from sweeper import cli
+    from sweeper.interrupts import interrupted
+
+    def entry():
+        interrupted("while composing the configs: nothing was written")
+        raise KeyboardInterrupt                      # the second stop, out of the launcher's clean-up
+
+    assert cli.run(entry, interrupted="while starting or ending: finished trials are kept") == 130
+    assert cli.run(entry) == 130
+    assert capsys.readouterr().err.splitlines() == ["interrupted while composing the configs: nothing was written"] * 2
+
+
 def test_hydra_composes_the_config_once_not_again_to_read_the_mode(tmp_path, monkeypatch, capsys):
     """With --multirun said (sweeper says it), the mode is MULTIRUN whatever the config holds, so
     Hydra's extra composition to read hydra.mode is spared (run_mode.mode_said); it was 0.2-0.3 s."""

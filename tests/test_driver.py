@@ -181,6 +181,25 @@ def test_ctrl_c_cancels_what_runs_keeps_what_finished_and_exits_130(sweep, tmp_p
     assert fake.closed
 
 
+def test_a_second_ctrl_c_while_the_trials_are_cancelled_adds_no_line(sweep, tmp_path, capsys, monkeypatch):
+    fired = []
+
+    def script(spec, attempt):
+        if not fired:
+            fired.append(1)
+            return lambda: os.kill(os.getpid(), signal.SIGINT)
+        return "ok"
+
+    def cancel(self, handles):
+        os.kill(os.getpid(), signal.SIGINT)          # the second stop, while the first one cancels
+
+    monkeypatch.setattr(FakeExecutor, "cancel", cancel)
+    code, fake = sweep(script, grid={"workload.seed": list(range(3))})
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, len(err)) == (exitcodes.INTERRUPTED, 1) and err[0].startswith("interrupted while trials ran")
+    assert fake.closed
+
+
 def test_ctrl_c_while_a_finished_trial_is_written_keeps_that_trial_whole(sweep, tmp_path, monkeypatch):
     real, written = sweep_module.write_trial, []
 
