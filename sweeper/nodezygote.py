@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper.tempfolders import held_folder, remove
@@ -74,17 +73,17 @@ class NodeZygote:
     their trials from it; workers on other machines (no such socket there) use their own."""
 
     def __init__(self, preload: Sequence[str]) -> None:
-        self.folder = str(held_folder("sweeper-node-"))
-        self.socket_path = os.path.join(self.folder, "zygote.sock")
+        self.folder = held_folder("sweeper-node-")
+        self.socket_path = str(self.folder / "zygote.sock")
         try:
-            self.log = open(os.path.join(self.folder, "zygote.log"), "wb")
+            self.log = open(self.folder / "zygote.log", "wb")
             try:
                 self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
             except BaseException:
                 self.log.close()
                 raise
         except BaseException:              # no zygote (out of processes, memory): nor its folder
-            remove(Path(self.folder))
+            remove(self.folder)
             raise
         mark("zygote_started", pid=self.proc.pid)
 
@@ -106,7 +105,7 @@ class NodeZygote:
         self.kill()
         self.proc.wait(timeout=10)
         self.log.close()
-        remove(Path(self.folder))
+        remove(self.folder)
 
 
 def start_spare() -> None:
