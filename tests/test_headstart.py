@@ -127,3 +127,30 @@ def test_a_config_error_found_by_hydra_ends_the_spare_and_its_folder(tmp_path):
     started = [pid for _, pid, name in timeline.read(str(marks)) if name == "zygote_started"]
     assert len(started) == 1, "no spare zygote was started"
     assert not psutil.pid_exists(started[0]) and list(tmp.glob("sweeper-node-*")) == []
+
+
+A_TREE = """
+import subprocess, sys, time
+below = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(below.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_a_node_zygote_is_ended_with_every_process_below_it_before_kill_returns():
+    """A stand-in for the zygote with a child of its own (as a trial's keeper is): its death signal
+    would end it only after the zygote, and nothing waited for that."""
+    from sweeper.containment import running
+
+    zygote = object.__new__(nodezygote.NodeZygote)
+    zygote.proc = subprocess.Popen([sys.executable, "-c", A_TREE], stdout=subprocess.PIPE, text=True)
+    below = psutil.Process(int(zygote.proc.stdout.readline()))
+    try:
+        zygote.kill()
+        assert not running(below) and zygote.proc.wait(timeout=10) == -9
+    finally:                                 # what a kill that did not take left, by its own ids
+        zygote.proc.kill()
+        if running(below):
+            below.kill()
+
