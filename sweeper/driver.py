@@ -136,7 +136,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         if closing is None:
             close(executor, scratch)
         elif not trials_over:
-            closing.result()
+            ended_aside(closing)
         drop_new_run(created)
     try:
         code = max(code, ended(sweep, root, run))
@@ -150,11 +150,20 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
 def stopped_before_the_end(sweep: Optional[Sweep], resumed: Optional[Path]) -> int:
     """Ctrl-C or SIGTERM from the executor's start to the trials' end: its one line, unless the
     trial loop said one already (a second stop while it cancelled the trials: interrupts.interrupted)."""
-    if sweep is None and resumed is None:
+    if resumed is None and (sweep is None or not sweep.records):    # the new run folder goes
         return interrupted("before any trial started: nothing was kept")
     where = sweep.run if sweep is not None else resumed
-    return interrupted(f"before the trials ended: finished trials are kept in {where}; add resume=latest to the same "
+    return interrupted(f"before the sweep ended: finished trials are kept in {where}; add resume=latest to the same "
                        f"command to run the rest and write what is missing")
+
+
+def ended_aside(closing: Future) -> None:
+    """Waits for the executor's end begun beside the table, on a way out that a stop took: what
+    broke there is a warning after the stop's line, not a bug's traceback in its place."""
+    try:
+        closing.result()
+    except Exception as exc:                  # noqa: BLE001 - said, not raised: the stop is the outcome
+        print(f"warning: ending the executor failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
 def close(executor, scratch: Optional[Path]) -> None:

@@ -441,8 +441,38 @@ def test_a_stop_after_the_trial_loop_is_one_line_saying_where_the_trials_are_kep
     code, fake = sweep(grid={"workload.seed": [0, 1]})
     err = capsys.readouterr().err.strip().splitlines()
     assert (code, sigterm_would_kill, len(err)) == (exitcodes.INTERRUPTED, [], 1)
-    assert err[0].startswith("interrupted before the trials ended: finished trials are kept in") and "resume=latest" in err[0]
+    assert err[0].startswith("interrupted before the sweep ended: finished trials are kept in") and "resume=latest" in err[0]
     assert len(records(tmp_path)) == 2 and fake.closed
+
+
+def test_a_stop_before_the_trial_loop_began_says_nothing_was_kept_and_removes_the_run_folder(
+        sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
+    def run_trials(self, *args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("the stop is raised before this line")
+
+    monkeypatch.setattr(driver.Sweep, "run_trials", run_trials)
+    code, fake = sweep()
+    assert (code, capsys.readouterr().err.strip()) == (exitcodes.INTERRUPTED,
+                                                       "interrupted before any trial started: nothing was kept")
+    assert not (tmp_path / "results").exists() and fake.closed
+
+
+def test_a_stop_as_the_executors_end_begins_beside_the_table_waits_for_it_and_warns_of_its_failure(
+        sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
+    def closing_aside(executor, scratch):
+        os.kill(os.getpid(), signal.SIGTERM)          # held until the end is begun (interrupts.deferred)
+        broken = driver.Future()
+        broken.set_exception(RuntimeError("the executor's end broke"))
+        return broken
+
+    monkeypatch.setattr(FakeExecutor, "closes_beside_the_end", True)
+    monkeypatch.setattr(driver, "closing_aside", closing_aside)
+    code, _ = sweep()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, sigterm_would_kill, len(err)) == (exitcodes.INTERRUPTED, [], 2)
+    assert err[0].startswith("interrupted before the sweep ended: finished trials are kept in")
+    assert err[1] == "warning: ending the executor failed: RuntimeError: the executor's end broke"
 
 
 def test_sigterm_while_publishing_is_one_line_and_resume_publishes_again(sweep, tmp_path, capsys, monkeypatch,

@@ -501,6 +501,20 @@ def test_a_config_error_in_a_ray_sweep_starts_no_ray(tmp_path, ray_tmp):
     assert result.stderr.strip().splitlines() == ["error: data.batch_size: must be positive, got -4"]
     assert not (tmp / "ray").exists() and names(leftovers(tmp)) == []
 
+def test_a_ray_start_that_never_began_is_not_waited_for(monkeypatch, capsys):
+    """Held by the executor, then a stop (or a process's thread limit) before its thread started:
+    the close waited its whole bound and warned of a start that never was."""
+    from sweeper.executors import ray_executor
+    from sweeper.executors.starter import Starter
+
+    monkeypatch.setattr(ray_executor, "START_WAIT_S", 5.0)
+    executor = ray_executor.RayExecutor(RayConfig(), preload=())
+    executor.starter = Starter(lambda: None)
+    began = time.monotonic()
+    executor.close()
+    assert time.monotonic() - began < 1 and capsys.readouterr().err == ""
+
+
 def test_a_stop_during_a_ray_start_that_never_ends_waits_a_bounded_time_then_says_so(monkeypatch, capsys):
     """A stop that broke an import in Ray's start thread once left that thread, and the close
     that waits for it, stuck for good (the thread blocked on the module lock the import held)."""

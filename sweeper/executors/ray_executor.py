@@ -265,28 +265,34 @@ class RayExecutor(Executor):
     def close(self) -> None:
         """Ends what this executor started. A start still under way is let finish first: only
         then is every process it started known (and Ray prints nothing of an aborted start)."""
-        try:
-            started = self._start_finished()
-            if self.watch is not None:
-                self.watch.close()                       # before Ray's processes are ended here
-            ending = _disconnect_local_ray(self.session if self.node_lost() else None) \
-                if self.started_ray and started else None
-            if self.zygote is not None:      # only now: a trial it ends would be an error Ray prints
-                self.zygote.kill()
-            if ending is not None:
-                _end_processes(*ending)
-            if self.guard is not None:
-                self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
-            if ending is not None and self.session and not self.lost:
-                from sweeper.rayguard import drop_session
+        from sweeper.interrupts import deferred
 
-                drop_session(self.session)               # Ray keeps every session's folder under /tmp/ray
+        try:
+            started = self._start_finished()          # a stop may cut this wait short, not what follows:
+            with deferred():                          # a second Ctrl-C waits for the ending (milliseconds)
+                self._end(started)
         finally:
             if self.zygote is not None:
                 self.zygote.close()
             if self.starter is not None:
                 self.starter.release()                   # Ray's processes end with that thread, if not before
 
+
+    def _end(self, started: bool) -> None:
+        if self.watch is not None:
+            self.watch.close()                       # before Ray's processes are ended here
+        ending = _disconnect_local_ray(self.session if self.node_lost() else None) \
+            if self.started_ray and started else None
+        if self.zygote is not None:      # only now: a trial it ends would be an error Ray prints
+            self.zygote.kill()
+        if ending is not None:
+            _end_processes(*ending)
+        if self.guard is not None:
+            self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
+        if ending is not None and self.session and not self.lost:
+            from sweeper.rayguard import drop_session
+
+            drop_session(self.session)               # Ray keeps every session's folder under /tmp/ray
 
     def _start_finished(self) -> bool:
         """Whether Ray's start is over, waiting for it a bounded time. A stop that broke an import
