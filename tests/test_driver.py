@@ -460,12 +460,17 @@ def test_a_stop_before_the_trial_loop_began_says_nothing_was_kept_and_removes_th
 
 def test_a_stop_as_the_executors_end_begins_beside_the_table_waits_for_it_and_warns_of_its_failure(
         sweep, tmp_path, capsys, monkeypatch, sigterm_would_kill):
-    def closing_aside(executor, scratch):
-        os.kill(os.getpid(), signal.SIGTERM)          # held until the end is begun (interrupts.deferred)
-        broken = driver.Future()
-        broken.set_exception(RuntimeError("the executor's end broke"))
-        return broken
+    roots, begin_aside = [], driver.closing_aside
 
+    def closing_aside(executor, scratch):
+        roots.append(scratch)
+        os.kill(os.getpid(), signal.SIGTERM)          # held until the end is begun (interrupts.deferred)
+        return begin_aside(executor, scratch)
+
+    def close(self):
+        raise RuntimeError("the executor's end broke")
+
+    monkeypatch.setattr(FakeExecutor, "close", close)
     monkeypatch.setattr(FakeExecutor, "closes_beside_the_end", True)
     monkeypatch.setattr(driver, "closing_aside", closing_aside)
     code, _ = sweep()
@@ -473,6 +478,7 @@ def test_a_stop_as_the_executors_end_begins_beside_the_table_waits_for_it_and_wa
     assert (code, sigterm_would_kill, len(err)) == (exitcodes.INTERRUPTED, [], 2)
     assert err[0].startswith("interrupted before the sweep ended: finished trials are kept in")
     assert err[1] == "warning: ending the executor failed: RuntimeError: the executor's end broke"
+    assert roots and not roots[0].exists()            # the trials' scratch folder went all the same
 
 
 def test_sigterm_while_publishing_is_one_line_and_resume_publishes_again(sweep, tmp_path, capsys, monkeypatch,
