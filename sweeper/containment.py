@@ -23,7 +23,7 @@ import resource
 import signal
 import time
 import traceback
-from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Set
+from typing import Callable, Dict, Iterable, List, NoReturn, Optional, Sequence, Set
 
 import psutil
 
@@ -122,6 +122,30 @@ def kill_tree(proc: psutil.Process) -> None:
     except psutil.Error:
         tree = [proc]
     kill_procs(tree)
+
+
+def process_trees(pids: Sequence[int]) -> List[psutil.Process]:
+    """These processes and everything below them, listed now (before any of them is ended)."""
+    found: Dict[int, psutil.Process] = {}
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            found.update({p.pid: p for p in [root, *root.children(recursive=True)]})
+        except psutil.Error:
+            pass
+    return list(found.values())
+
+
+def end_processes(procs: Sequence[psutil.Process], deadline_s: float = 10.0) -> List[psutil.Process]:
+    """SIGKILLs them, then returns once each has exited (gone, or a zombie that holds nothing but
+    its pid): milliseconds. Returns those still running at the deadline (stuck in the kernel)."""
+    kill_procs(procs)
+    end = time.monotonic() + deadline_s
+    left = [p for p in procs if running(p)]
+    while left and time.monotonic() < end:
+        time.sleep(0.005)
+        left = [p for p in left if running(p)]
+    return left
 
 
 def descendants() -> Set[int]:

@@ -75,14 +75,13 @@ class NodeZygote:
     def __init__(self, preload: Sequence[str]) -> None:
         self.folder = held_folder("sweeper-node-")
         self.socket_path = str(self.folder / "zygote.sock")
+        self.log = None
         try:
             self.log = open(self.folder / "zygote.log", "wb")
-            try:
-                self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
-            except BaseException:
+            self.proc = start_zygote(self.socket_path, preload, stderr=self.log)
+        except BaseException:              # no zygote (out of processes, memory): nor its log and folder
+            if self.log is not None:
                 self.log.close()
-                raise
-        except BaseException:              # no zygote (out of processes, memory): nor its folder
             remove(self.folder)
             raise
         mark("zygote_started", pid=self.proc.pid)
@@ -103,7 +102,7 @@ class NodeZygote:
         parent had, and a driver that returned at once could leave a trial still exiting behind it
         (a sweep whose raylet was SIGKILLed, in a full test run on 2 cores)."""
         if self.alive():
-            from sweeper.rayguard import end_processes, process_trees
+            from sweeper.containment import end_processes, process_trees
 
             end_processes(process_trees([self.proc.pid]))
 

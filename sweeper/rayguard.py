@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import psutil
 
-from sweeper.containment import kill_procs, running
+from sweeper.containment import end_processes, kill_procs, process_trees, running
 
 def drop_session(session_dir: str) -> None:
     """Removes the folder of a local Ray session whose processes have ended, and Ray's
@@ -76,30 +76,6 @@ def guard_local_ray(session_dir: Optional[str]) -> RayGuard:
     """Call right after `ray.init()` started a LOCAL cluster, with its session folder (the Ray
     executor finds it: this module imports no Ray); `close()` after `ray.shutdown()`."""
     return guard_session(session_dir)
-
-
-def process_trees(pids: Sequence[int]) -> List[psutil.Process]:
-    """These processes and everything below them, listed now (before any of them is ended)."""
-    found: Dict[int, psutil.Process] = {}
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            found.update({p.pid: p for p in [root, *root.children(recursive=True)]})
-        except psutil.Error:
-            pass
-    return list(found.values())
-
-
-def end_processes(procs: Sequence[psutil.Process], deadline_s: float = 10.0) -> List[psutil.Process]:
-    """SIGKILLs them, then returns once each has exited (gone, or a zombie that holds nothing but
-    its pid): milliseconds. Returns those still running at the deadline (stuck in the kernel)."""
-    kill_procs(procs)
-    end = time.monotonic() + deadline_s
-    left = [p for p in procs if running(p)]
-    while left and time.monotonic() < end:
-        time.sleep(0.005)
-        left = [p for p in left if running(p)]
-    return left
 
 
 def _same(pid: int, created: float) -> Optional[psutil.Process]:

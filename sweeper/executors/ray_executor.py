@@ -316,7 +316,8 @@ def _disconnect_local_ray(orphaned: Optional[str] = None):
     import ray
     from ray._private import worker
 
-    from sweeper.rayguard import process_trees, session_processes
+    from sweeper.containment import process_trees
+    from sweeper.rayguard import session_processes
 
     node = worker._global_node
     popens = [info.process for infos in (node.all_processes.values() if node else ()) for info in infos]
@@ -334,7 +335,7 @@ def _disconnect_local_ray(orphaned: Optional[str] = None):
 def _end_processes(tree, popens) -> None:
     """SIGKILLs Ray's processes and everything below them, returning once each has exited
     (milliseconds)."""
-    from sweeper.rayguard import end_processes
+    from sweeper.containment import end_processes
 
     end_processes(tree)
     for proc in popens:

@@ -27,11 +27,7 @@ class Starter:
     def start(self) -> "Starter":
         """Starts the thread; call it once the starter is where `close` finds it, so that a stop
         between the two cannot leave a start running that nothing waits on."""
-        try:
-            self.thread.start()
-        except BaseException:            # no thread (a process's thread limit), or a stop: nothing started
-            self.done.set()
-            raise
+        self.thread.start()
         return self
 
     def _run(self) -> None:
@@ -53,7 +49,7 @@ class Starter:
         return True
 
     def finished(self, timeout_s: Optional[float] = None) -> bool:
-        if self.thread.ident is None:    # never started (a stop before `start`): it started nothing
+        if self.thread.ident is None:    # never started (a stop before `start`, no thread to be had)
             return True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self.done.wait(0.5):   # timed: Ctrl-C and SIGTERM still reach this thread
