@@ -36,18 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import (PYTHON, READY_LINE, ROOT, machine_line, markdown_table, median,   # noqa: E402
                                 read_times, run_timed, span, sweeper_times, write_times)
+from sweeper.cudastart import visible_gpus  # noqa: E402
 
 # -- defaults -------------------------------------------------------------------------
 LENGTHS = (3.0, 30.0)    # seconds of compute per trial
 TRIALS = 4               # per length; the reference: four 3-s trials on two H200 took 11.9 s in plain Ray
 TARGET = 0.90            # packing efficiency wanted for 30-s trials
-
-
-def visible_gpus() -> int:
-    """GPUs on this host, without starting CUDA in this process."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
-    return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
 
 
 # -- the two runners ------------------------------------------------------------------

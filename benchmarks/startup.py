@@ -51,13 +51,13 @@ def floor_code(device: str) -> str:
 
 
 def device_of_host() -> str:
-    from sweeper.executors.local import visible_gpus     # /dev/nvidia*: no torch, no CUDA here
+    from sweeper.cudastart import visible_gpus     # /dev/nvidia*: no torch, no CUDA here
 
     return "cuda" if visible_gpus() else "cpu"
 
 
 def slots(device: str) -> int:
-    from sweeper.executors.local import visible_gpus
+    from sweeper.cudastart import visible_gpus
 
     return visible_gpus() if device == "cuda" else (os.cpu_count() or 1)
 
@@ -186,7 +186,7 @@ def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, 
 
 
 # -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
-PHASES = ("main", "zygote_started", "first_job_composed", "ray_imported", "zygote_ready", "ray_ready", "executor_started",
+PHASES = ("main", "zygote_started", "cuda_ready", "first_job_composed", "ray_imported", "zygote_ready", "ray_ready", "executor_started",
           "trial_start", "workload_start", "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
 
 

@@ -26,10 +26,10 @@ if _HIDDEN_BY is not None:
           f"inside the checkout or from another folder", file=sys.stderr)
     sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden
 
-if __name__ == "__main__":     # the command itself: the node zygote's imports start before Hydra's (0.3-0.5 s)
-    from sweeper.headstart import start_spare_for
+if __name__ == "__main__":     # the command itself: the node zygote's imports, or CUDA's start, before Hydra's (0.3-0.5 s)
+    from sweeper.headstart import head_start_for
 
-    start_spare_for(sys.argv[1:])
+    head_start_for(sys.argv[1:])
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

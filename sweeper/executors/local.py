@@ -21,22 +21,16 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, TextIO
 
+from sweeper.cudastart import visible_gpus
 from sweeper.executors.base import Executor
 from sweeper.isolation import Outcome, collect, scratch_root
-from sweeper.plan import ClusterShape, Trial
+from sweeper.plan import ClusterShape, Trial, planned_device
 
 
 def _children() -> list:
     import psutil
 
     return psutil.Process().children()
-
-
-def visible_gpus() -> int:
-    """NVIDIA device nodes, read without importing torch or starting CUDA."""
-    if not os.path.isdir("/dev"):
-        return 0
-    return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
 
 
 def gpu_models(root: str = "/proc/driver/nvidia/gpus") -> List[str]:
@@ -92,8 +86,10 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         """The process that ran the sweep in-process (a test, a notebook) is a subreaper no longer,
         and the orphans it adopted meanwhile are reaped, not left as zombies."""
+        from sweeper import cudastart
         from sweeper.containment import set_child_subreaper
 
+        cudastart.release()
         if not getattr(self, "was_subreaper", True):
             set_child_subreaper(False)
         for child in _children():    # only those adopted during the sweep: the caller may wait on its own
@@ -121,9 +117,11 @@ class LocalExecutor(Executor):
         return [handle]
 
     def _run(self, spec: Dict[str, Any]) -> Outcome:
+        from sweeper import cudastart
         from sweeper.containment import descendants, end_new_descendants
         from sweeper.trial import execute
 
+        cudastart.settle(planned_device(spec["config"], spec["num_gpus"]) == "cuda")
         if self.before_trial is not None:
             self.before_trial()
         before = descendants()
