@@ -13,11 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import psutil
 
-from sweeper.containment import end_processes, kill_procs, process_trees, running
+from sweeper.containment import kill_procs, running
 
 def drop_session(session_dir: str) -> None:
     """Removes the folder of a local Ray session whose processes have ended, and Ray's
