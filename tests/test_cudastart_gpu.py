@@ -11,7 +11,7 @@ import pytest
 from sweeper import timeline
 from tests.conftest import ROOT, checkout_first, has_cuda
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
 
 BUSY = ["workload.target=benchmarks.gpu_busy:run", "workload.steps=1", "workload.warmup_steps=0",
         "+workload.params.seconds=0.2", "resources.isolation=gpu", "resources.gpus=1",

@@ -9,6 +9,8 @@ timeout, and a trial that kills its own process ends the sweep. Records, summary
 the same as with Ray. What a trial starts still ends with it: this process is a child
 subreaper, so a daemon the trial double-forks comes back below it, and every process that
 appeared below it during the trial is ended when the trial returns.
+Where the command line says so and leaves the trial a GPU, CUDA's start begins with the command,
+beside Hydra's composing (sweeper/cudastart.py).
 """
 from __future__ import annotations
 
