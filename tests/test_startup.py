@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -536,3 +537,33 @@ def test_a_stop_during_a_ray_start_that_never_ends_waits_a_bounded_time_then_say
     assert took < 5
     assert capsys.readouterr().err == ("warning: Ray's start had not finished 0.2 s after the sweep stopped; "
                                        "what it started ends with this process\n")
+
+
+TWO_RAYS = """
+import os
+from sweeper.executors.ray_executor import RayExecutor
+from sweeper.schema.run import RayConfig
+
+for _ in range(2):                   # a notebook's two sweeps, each on a local Ray of its own
+    executor = RayExecutor(RayConfig(), preload=())
+    try:
+        executor.start()
+        during = os.environ.get("RAY_AUTH_MODE")
+    finally:
+        executor.close()
+    print(during, os.environ.get("RAY_AUTH_MODE"), os.environ.get("RAY_AUTH_TOKEN") == os.environ["USERS_TOKEN"])
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_ran_a_local_ray_is_left_without_the_token_mode_the_sweep_set(tmp_path, ray_tmp):
+    """The run's own token mode was left in the environment of an in-process caller, whose next
+    attach to a cluster without tokens would have been sent it; a token the user set stays."""
+    token = secrets.token_hex(32)
+    env = {k: v for k, v in sweep_env(tmp_path, ray_tmp, RAY_AUTH_TOKEN=token, USERS_TOKEN=token).items()
+           if k != "RAY_AUTH_MODE"}
+    result = subprocess.run([sys.executable, "-c", TWO_RAYS], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["token None True"] * 2
+    assert names(leftovers(ray_tmp)) == []

@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sweeper.executors import attached
 from sweeper.executors.attached import attach
@@ -65,17 +65,32 @@ def _node_id() -> Optional[str]:
         return None
 
 
-def _own_token() -> None:
+def _own_token() -> Tuple[str, ...]:
     """A local Ray this driver starts keeps Ray's token authentication, with a token of this run's
     own in the environment (its name marks it a credential: records redact it). Ray then neither
-    warns on stderr about its default nor saves a token under ~/.ray. A mode the user set stays."""
+    warns on stderr about its default nor saves a token under ~/.ray. A mode the user set stays.
+    Returns the variables it set, which `_drop_own_token` takes out again."""
     if "RAY_AUTH_MODE" in os.environ:
-        return
+        return ()
     from ray._raylet import AuthenticationTokenLoader, Config
 
+    set_here = ("RAY_AUTH_MODE",) + (() if "RAY_AUTH_TOKEN" in os.environ else ("RAY_AUTH_TOKEN",))
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     Config.initialize("")                                # as Ray does when it turns token mode on itself
+    AuthenticationTokenLoader.instance().reset_cache()
+    return set_here
+
+
+def _drop_own_token(set_here: Sequence[str]) -> None:
+    """Once the local Ray that `_own_token` was for has ended: the process that ran the sweep (a
+    notebook, a test) is left as it was, so that its next Ray, or a cluster without tokens it
+    attaches to, is not sent this run's mode and token."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    for name in set_here:
+        os.environ.pop(name, None)
+    Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
 
 
@@ -98,6 +113,7 @@ class RayExecutor(Executor):
     def __init__(self, ray_cfg, preload: Sequence[str]) -> None:
         self.cfg, self.preload = ray_cfg, list(preload)
         self.started_ray = False
+        self.own_token: Tuple[str, ...] = ()    # what _own_token set in the environment, for this Ray
         self.zygote: Optional[NodeZygote] = None
         self.guard = None
         self.session: Optional[str] = None    # a local Ray's session folder (its logs), removed at the end
@@ -173,7 +189,7 @@ class RayExecutor(Executor):
             return False
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
-        _own_token()
+        self.own_token = _own_token()
         self.started_ray = True     # before init: a start that raises midway still has what it started ended
         from sweeper.executors.nodewatch import quiet_node_death, raise_if_node_died
 
@@ -287,6 +303,9 @@ class RayExecutor(Executor):
             self.zygote.kill()
         if ending is not None:
             _end_processes(*ending)
+            if self.own_token:
+                _drop_own_token(self.own_token)
+                self.own_token = ()
         if self.guard is not None:
             self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
         if ending is not None and self.session and not self.lost:
