@@ -115,13 +115,17 @@ def running(proc: psutil.Process) -> bool:
         return False
 
 
+def _tree(proc: psutil.Process) -> List[psutil.Process]:
+    """A process and everything below it, listed now (before any of them is ended)."""
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
 def kill_tree(proc: psutil.Process) -> None:
     """SIGKILLs a process and everything below it, listed before any of them dies."""
-    try:
-        tree = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        tree = [proc]
-    kill_procs(tree)
+    kill_procs(_tree(proc))
 
 
 def process_trees(pids: Sequence[int]) -> List[psutil.Process]:
@@ -130,9 +134,9 @@ def process_trees(pids: Sequence[int]) -> List[psutil.Process]:
     for pid in pids:
         try:
             root = psutil.Process(pid)
-            found.update({p.pid: p for p in [root, *root.children(recursive=True)]})
         except psutil.Error:
-            pass
+            continue
+        found.update({p.pid: p for p in _tree(root)})
     return list(found.values())
 
 

@@ -72,13 +72,10 @@ def _own_token() -> Tuple[str, ...]:
     Returns the variables it set, which `_drop_own_token` takes out again."""
     if "RAY_AUTH_MODE" in os.environ:
         return ()
-    from ray._raylet import AuthenticationTokenLoader, Config
-
     set_here = ("RAY_AUTH_MODE",) + (() if "RAY_AUTH_TOKEN" in os.environ else ("RAY_AUTH_TOKEN",))
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
-    Config.initialize("")                                # as Ray does when it turns token mode on itself
-    AuthenticationTokenLoader.instance().reset_cache()
+    _reread_ray_auth()
     return set_here
 
 
@@ -86,10 +83,16 @@ def _drop_own_token(set_here: Sequence[str]) -> None:
     """Once the local Ray that `_own_token` was for has ended: the process that ran the sweep (a
     notebook, a test) is left as it was, so that its next Ray, or a cluster without tokens it
     attaches to, is not sent this run's mode and token."""
-    from ray._raylet import AuthenticationTokenLoader, Config
-
     for name in set_here:
         os.environ.pop(name, None)
+    _reread_ray_auth()
+
+
+def _reread_ray_auth() -> None:
+    """Ray reads its auth mode and token from the environment once; as Ray does when it turns
+    token mode on itself, it is made to read them again."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
 
@@ -292,7 +295,6 @@ class RayExecutor(Executor):
                 self.zygote.close()
             if self.starter is not None:
                 self.starter.release()                   # Ray's processes end with that thread, if not before
-
 
     def _end(self, started: bool) -> None:
         if self.watch is not None:
