@@ -62,6 +62,31 @@ def mount_namespaces(tmp_path: Path) -> bool:
         in_a_mount_namespace(f"mount -t tmpfs tmpfs {tmp_path}", tmp_path).returncode == 0
 
 
+def title(proc) -> str:
+    """A process's command line, or "" where it ended between its listing and this read: a Ray or
+    sweep process tree loses short-lived members at any moment."""
+    import psutil
+
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def named(procs, name: str) -> list:
+    """The processes of `procs` still running under `name` (one may end after it was listed)."""
+    import psutil
+
+    found = []
+    for proc in procs:
+        try:
+            if proc.name() == name:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
 def has_cuda() -> bool:
     try:
         import torch

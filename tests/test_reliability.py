@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from sweeper.results import LEFTOVER_PREFIXES, read_records
-from tests.conftest import ROOT, checkout_first
+from tests.conftest import ROOT, checkout_first, named, title
 
 pytestmark = pytest.mark.slow
 
@@ -504,8 +504,7 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     deadline = time.monotonic() + 60
     while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
-    node_zygote = [p for p in psutil.Process(driver.pid).children()
-                   if "sweeper._zygote" in " ".join(p.cmdline())]
+    node_zygote = [p for p in psutil.Process(driver.pid).children() if "sweeper._zygote" in title(p)]
     assert len(node_zygote) == 1, lines
     node_zygote[0].kill()
     out, err = driver.communicate(timeout=240)
@@ -536,7 +535,7 @@ def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resu
             break
     wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=60)
     tree = psutil.Process(driver.pid).children(recursive=True)
-    raylet = [p for p in tree if p.name() == "raylet"]
+    raylet = named(tree, "raylet")
     assert len(raylet) == 1, lines
     raylet[0].kill()
     out, err = driver.communicate(timeout=120)

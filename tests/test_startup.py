@@ -18,7 +18,7 @@ import pytest
 
 from sweeper import executors, timeline
 from sweeper.schema.run import RayConfig
-from tests.conftest import ROOT, checkout_first
+from tests.conftest import ROOT, checkout_first, named, title
 
 T = "tests.workloads_for_tests"
 TINY = [f"workload.target={T}:quick", "workload.steps=1", "workload.warmup_steps=0", "repeats=1",
@@ -331,13 +331,6 @@ def leftovers(tmp: Path):
     return sorted(found.values(), key=lambda p: p.pid)
 
 
-def _title(proc) -> str:
-    try:
-        return " ".join(proc.cmdline())
-    except psutil.Error:
-        return ""
-
-
 def names(procs):
     out = []
     for proc in procs:
@@ -397,8 +390,8 @@ def test_a_local_ray_that_lost_a_trial_keeps_its_session_folder_for_its_logs(tmp
     deadline = time.monotonic() + 120
     while not list(started.glob("*")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    raylet = [p for p in leftovers(tmp) if "raylet/raylet" in _title(p)]          # this sweep's Ray
-    worker = [p for r in raylet for p in r.children() if _title(p).startswith("ray::trial-")]   # runs its trial
+    raylet = [p for p in leftovers(tmp) if "raylet/raylet" in title(p)]          # this sweep's Ray
+    worker = [p for r in raylet for p in r.children() if title(p).startswith("ray::trial-")]   # runs its trial
     assert len(worker) == 1, names(leftovers(tmp))
     worker[0].kill()
     out, err = driver.communicate(timeout=120)
@@ -432,10 +425,8 @@ def test_a_first_trial_that_asks_for_a_gpu_runs_in_the_one_worker_the_node_start
 def ray_workers(tmp: Path) -> list:
     """The Python workers of the local Ray under `tmp`: the raylet's children that are neither its
     agents' stand-ins nor anything else of Ray's (a worker running a task is named `ray::<task>`)."""
-    raylets = [p for p in leftovers(tmp) if p.name() == "raylet"]
-    return sorted(child.pid for raylet in raylets for child in raylet.children()
-                  if child.cmdline()[:1] and (child.cmdline()[0].startswith("ray::")
-                                              or any(arg.endswith("default_worker.py") for arg in child.cmdline())))
+    return sorted(child.pid for raylet in named(leftovers(tmp), "raylet") for child in raylet.children()
+                  if title(child).startswith("ray::") or "default_worker.py " in title(child) + " ")
 
 
 DRIVER_PHASES = ("main", "first_job_composed", "ray_imported", "ray_ready", "executor_started", "outcome",
