@@ -261,29 +261,35 @@ def test_help_and_a_dry_run_import_neither_torch_nor_ray(args, tmp_path):
 
 
 RAY_BEGUN = """
-import sys, threading
+import os, sys, threading
 from sweeper.executors import ray_executor
 from sweeper.schema.run import RayConfig
 seen = []
 class Starter:
     def __init__(self, connect):
-        seen.append(("ray" in sys.modules, threading.current_thread().name))
+        seen.append(("ray" in sys.modules, threading.current_thread().name, os.environ.get("RAY_AUTH_MODE")))
 
     def start(self):
         return self
 ray_executor.Starter = Starter
 ray_executor.RayExecutor(RayConfig(address="auto"), []).begin()
-print(seen)
+local = ray_executor.RayExecutor(RayConfig(runtime_env={"env_vars": {"A": "1"}}), [])    # no zygote
+local.begin()
+local._end(started=False)             # its start never ran: the mode goes again
+print(seen, os.environ.get("RAY_AUTH_MODE"))
 """
 
 
 @pytest.mark.slow
-def test_ray_is_imported_by_the_thread_that_begins_it_before_its_start_thread(tmp_path):
+def test_ray_is_imported_and_its_token_mode_set_by_the_thread_that_begins_it_before_its_start_thread(tmp_path):
     """Imported in Ray's own thread, beside the driver's imports that follow, it took twice as long
-    (Python runs one thread at a time), on Ray's way up."""
+    (Python runs one thread at a time), on Ray's way up. The run's token mode, set from that thread,
+    changed the environment while another thread's libraries may read it; an attach sets none."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     result = subprocess.run([sys.executable, "-c", RAY_BEGUN], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": checkout_first()}, timeout=120)
-    assert result.stdout.strip() == "[(True, 'MainThread')]", result.stderr[-2000:]
+                            env={**env, "PYTHONPATH": checkout_first()}, timeout=120)
+    assert result.stdout.strip() == "[(True, 'MainThread', None), (True, 'MainThread', 'token')] None", \
+        result.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -145,9 +145,13 @@ class RayExecutor(Executor):
         # analysis: `driver.warm_imports`): Python runs one thread at a time, and imported in Ray's
         # thread beside them, Ray's import took 0.7 s where alone it takes 0.3 s (2 cores here) and
         # 2 s where alone 1.1 s (an H200 host), all on Ray's way up.
-        import ray  # noqa: F401
+        import ray
 
         mark("ray_imported")
+        if not self.cfg.address and not ray.is_initialized():     # a local Ray of this run's own
+            # Set here, before Ray's thread: set there, beside this thread's imports, the environment
+            # could be reallocated under a library's getenv (glibc's setenv is not thread-safe).
+            self.own_token = _own_token()
         self.starter = Starter(self._connect_and_guard)
         self.starter.start()
 
@@ -192,7 +196,6 @@ class RayExecutor(Executor):
             return False
         # No worker per CPU at the first driver's connection: on a 16-core host that is 16 Python
         # processes importing Ray while the first trials are measured. Trials get theirs on demand.
-        self.own_token = _own_token()
         self.started_ray = True     # before init: a start that raises midway still has what it started ended
         from sweeper.executors.nodewatch import quiet_node_death, raise_if_node_died
 
@@ -305,9 +308,9 @@ class RayExecutor(Executor):
             self.zygote.kill()
         if ending is not None:
             _end_processes(*ending)
-            if self.own_token:
-                _drop_own_token(self.own_token)
-                self.own_token = ()
+        if self.own_token and (ending is not None or not self.started_ray):   # no Ray of it left running
+            _drop_own_token(self.own_token)
+            self.own_token = ()
         if self.guard is not None:
             self.guard.close()                       # only once Ray is gone; else it ends Ray when we do
         if ending is not None and self.session and not self.lost:
