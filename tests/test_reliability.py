@@ -88,8 +88,11 @@ def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_
     from tests.conftest import run_sweeper
 
     # executor=local: the driver's own interrupt and resume; Ray's trials under Ctrl-C are the next tests'
+    held = tmp_path / "held"          # the trials take 2 s each until it goes, before the resume
+    held.touch()
     args = [f"workload.target={T}:quick", "+workload.params.sleep_s=0.2", "workload.steps=10",
-            "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5", "executor=local"]
+            f"+workload.params.held_while={held}", "workload.warmup_steps=0", "workload.seed=0,1,2,3,4,5",
+            "executor=local"]
     env = {**os.environ, "SWEEPER_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": checkout_first()}
     driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
@@ -119,6 +122,7 @@ def test_interrupt_then_resume_keeps_finished_trials_and_completes_the_grid(tmp_
     first_ok = sorted(finished)[0]
     (run / "trials" / first_ok / "trial.json").unlink()
 
+    held.unlink()
     resumed = run_sweeper(args + ["resume=latest"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming {run}: {len(finished) - 1} trial(s) already finished" in resumed.stdout
@@ -202,9 +206,10 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
                                  "--node-ip-address=127.0.0.1"],
                                 env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_nodes(address, 2, env)
-        started = tmp_path / "started"
+        started, held = tmp_path / "started", tmp_path / "held"
+        held.touch()
         args = [f"workload.target={T}:quick_announced", "+workload.params.sleep_s=0.5", "workload.steps=12",
-                f"+workload.params.started_dir={started}",
+                f"+workload.params.started_dir={started}", f"+workload.params.held_while={held}",
                 "workload.warmup_steps=0", "workload.seed=0,1,2,3", "resources.isolation=pack",
                 "resources.cpus=1", "resources.max_retries=1", f"ray.address={address}",
                 "ray.node_ip_address=127.0.0.1"]
@@ -217,11 +222,12 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
             if line.startswith("sweep 'single'"):
                 break
         # three trials running means two or three on the second node (the head has one CPU);
-        # each runs 6 s, so the node is lost while they run
+        # each runs 6 s while `held` is there, so the node is lost while they run
         deadline = time.monotonic() + 120
         while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
         kill_machine(node.pid)               # which disappears mid-sweep
+        held.unlink()                        # the rest, and the trials run again, finish at once
         out, err = driver.communicate(timeout=240)
         assert driver.returncode == 0, "".join(lines) + out[-3000:] + err[-3000:]
         records = read_records(only_run(tmp_path))
@@ -521,9 +527,11 @@ def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resu
     """The OOM killer takes the sweep's own raylet (a real SIGKILL to that pid, found in the driver's
     process tree). It used to be noticed only after Ray's 15-20 s heartbeat timeout, with Ray's log
     dump twice on the terminal and every trial not yet run written as a failed row."""
-    started = tmp_path / "started"
+    started, held = tmp_path / "started", tmp_path / "held"       # 2-s trials until it goes, before the resume
+    held.touch()
     cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick_announced",
            f"+workload.params.started_dir={started}", "+workload.params.sleep_s=0.5", "workload.steps=4",
+           f"+workload.params.held_while={held}",
            "workload.warmup_steps=0", "workload.seed=range(0,6)", "resources.isolation=pack", "resources.cpus=1",
            "ray.num_cpus=2", "wandb.enabled=false", "history.enabled=false", "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
@@ -555,6 +563,7 @@ def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resu
     assert 1 <= len(cut) <= 2 and all(r["error_type"] == "NodeDied" for r in cut), cut   # only what ran
     assert {s["reason"] for s in skipped} == {"node lost"} and len(rows) + len(skipped) == 6
     assert not {s["trial_id"] for s in skipped} & set(rows)
+    held.unlink()
     kept = {t: (run / "trials" / t / "trial.json").read_bytes() for t, r in rows.items() if r["status"] == "ok"}
     assert re.search(rf"; {len(kept)} finished trials? (is|are) kept, {len(cut)} trials? it ran (was|were) cut short, "
                      rf"{len(skipped)} did not start;", line), line

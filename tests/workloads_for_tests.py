@@ -7,11 +7,15 @@ from pathlib import Path
 
 
 def quick(cfg, probe):
-    """Returns at once after a few timed steps."""
+    """Returns at once after a few timed steps of params.sleep_s. With params.held_while, a step
+    sleeps only while that file exists: a test holds its trials running until it has done what it
+    needed them running for, then lets them (and any run again) finish at once."""
+    sleep_s, held_while = cfg.workload.params.get("sleep_s", 0.001), cfg.workload.params.get("held_while")
     for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
         with probe.step(items=1):
             with probe.phase("work"):
-                time.sleep(cfg.workload.params.get("sleep_s", 0.001))
+                if held_while is None or os.path.exists(held_while):
+                    time.sleep(sleep_s)
     return {"custom_figure": 42.0}
 
 
