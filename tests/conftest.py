@@ -73,18 +73,19 @@ def title(proc) -> str:
         return ""
 
 
-def named(procs, name: str) -> list:
-    """The processes of `procs` still running under `name` (one may end after it was listed)."""
+def name_of(proc) -> str:
+    """A process's name, or "" where it ended after it was listed."""
     import psutil
 
-    found = []
-    for proc in procs:
-        try:
-            if proc.name() == name:
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
+    try:
+        return proc.name()
+    except psutil.Error:
+        return ""
+
+
+def named(procs, name: str) -> list:
+    """The processes of `procs` still running under `name` (one may end after it was listed)."""
+    return [proc for proc in procs if name_of(proc) == name]
 
 
 def has_cuda() -> bool:
