@@ -216,16 +216,10 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
         driver = subprocess.Popen([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args],
                                   cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = []
-        for line in driver.stdout:           # the trials are submitted once this line is out
-            lines.append(line)
-            if line.startswith("sweep 'single'"):
-                break
+        lines = lines_until(driver, "sweep 'single'")       # the trials are submitted once this line is out
         # three trials running means two or three on the second node (the head has one CPU);
         # each runs 6 s while `held` is there, so the node is lost while they run
-        deadline = time.monotonic() + 120
-        while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=120)
         kill_machine(node.pid)               # which disappears mid-sweep
         held.unlink()                        # the rest, and the trials run again, finish at once
         out, err = driver.communicate(timeout=240)
@@ -297,11 +291,21 @@ def test_a_daemon_a_local_trial_double_forks_ends_with_the_trial(tmp_path):
     assert left == []            # both were gone when the command returned
 
 
-def wait_for(predicate, timeout_s=120):
+def wait_for(predicate, timeout_s=120, poll_s=0.1):
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+        time.sleep(poll_s)
+
+
+def lines_until(driver: subprocess.Popen, prefix: str) -> list:
+    """The driver's stdout lines up to the first that starts with `prefix`, that one included."""
+    lines = []
+    for line in driver.stdout:
+        lines.append(line)
+        if line.startswith(prefix):
+            break
+    return lines
 
 
 @contextlib.contextmanager
@@ -502,14 +506,8 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
            "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    lines = []
-    for line in driver.stdout:           # two trials done, and a third running through the zygote
-        lines.append(line)
-        if line.startswith("[2/8]"):
-            break
-    deadline = time.monotonic() + 60
-    while len(list(started.glob("*"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    lines = lines_until(driver, "[2/8]")       # two trials done, and a third running through the zygote
+    wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=60, poll_s=0.02)
     node_zygote = [p for p in psutil.Process(driver.pid).children() if "sweeper._zygote" in title(p)]
     assert len(node_zygote) == 1, lines
     node_zygote[0].kill()
@@ -536,11 +534,7 @@ def test_a_local_ray_whose_raylet_is_killed_mid_sweep_stops_in_one_line_and_resu
            "ray.num_cpus=2", "wandb.enabled=false", "history.enabled=false", "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    lines = []
-    for line in driver.stdout:           # one trial done, and the next ones running
-        lines.append(line)
-        if line.startswith("[1/6]"):
-            break
+    lines = lines_until(driver, "[1/6]")       # one trial done, and the next ones running
     wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=60)
     tree = psutil.Process(driver.pid).children(recursive=True)
     raylet = named(tree, "raylet")
