@@ -2,6 +2,7 @@
 the jobs are composed, and a local Ray ended at once, leaving nothing behind."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -358,8 +359,14 @@ def ray_tmp():
     sweep left there is killed and the folder removed."""
     tmp = short_tmp()
     yield tmp
+    end_and_remove(tmp)
+
+
+def end_and_remove(tmp: Path) -> None:
+    """Kills whatever a sweep left under `tmp`, then removes the folder."""
     for proc in leftovers(tmp):
-        proc.kill()
+        with contextlib.suppress(psutil.Error):       # it may have ended since it was listed
+            proc.kill()
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -483,9 +490,7 @@ def test_a_failed_ray_start_is_one_line_and_leaves_nothing(tmp_path):
             "set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR"]
         assert names(left) == []
     finally:
-        for proc in leftovers(tmp):
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+        end_and_remove(tmp)
 
 
 @pytest.mark.slow
