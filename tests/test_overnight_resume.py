@@ -1,9 +1,9 @@
 """Finishing a night that was cut short (`+sweep=overnight resume=latest`, sweeper/night_resume.py):
 which sweeps are kept, resumed or started fresh, the refusals, the dry run, and one real night
 stopped during its second sweep and then finished."""
+import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -233,8 +233,10 @@ def test_a_night_whose_suite_is_killed_in_its_second_sweep_is_finished_by_resume
         suite.communicate(timeout=60)
         gone, _ = psutil.wait_procs([sweep], timeout=60)
     finally:
-        for proc in [sweep, *sweep.children(recursive=True)] if sweep and sweep.is_running() else []:
-            proc.kill()                                          # a sweep that ran on: not left behind
+        with contextlib.suppress(psutil.Error):                  # a sweep that ran on: not left behind
+            for proc in [sweep, *sweep.children(recursive=True)] if sweep and sweep.is_running() else []:
+                with contextlib.suppress(psutil.Error):          # ended since it was listed
+                    proc.kill()
         suite.kill()
         suite.wait()
     assert gone, "the sweep ran on after its suite was killed"
