@@ -189,7 +189,7 @@ def _group_of(pid: int):
 
 @pytest.mark.slow
 def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
-    from tests.test_reliability import free_port, wait_for_nodes
+    from tests.test_reliability import free_port, wait_for_gcs, wait_for_nodes
 
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -201,13 +201,7 @@ def test_fleet_flags_the_node_made_slow_on_purpose(tmp_path):
     head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_tmp}"], env)
     slow = None
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:          # the head's GCS answers: the second node may join
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.3)
+        wait_for_gcs(address)                       # the second node may join now
         # the same workload and settings on both nodes; this node's trials sleep 3x as long
         slow = _ray_node([f"--address={address}"], {**env, "SWEEPER_TEST_SLOWDOWN": "3"})
         wait_for_nodes(address, 2, env)

@@ -141,18 +141,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_gcs(address: str, timeout_s: float = 120) -> None:
+    """Until the head's GCS port answers: a second node may start joining then, while the head
+    still starts its own raylet (`ray start --address` waits for the rest)."""
+    host, port = address.split(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"no Ray head answers at {address}"
+            time.sleep(0.3)
+
+
 def wait_for_nodes(address: str, count: int, env: dict, timeout_s: float = 180) -> None:
     """Until the cluster at `address` has `count` live nodes (asked from a separate process)."""
     code = ("import ray, sys; ray.init(address=sys.argv[1], _node_ip_address='127.0.0.1', logging_level='ERROR'); "
             "print(sum(n['Alive'] for n in ray.nodes()))")
     deadline = time.monotonic() + timeout_s
-    host, port = address.split(":")
-    while time.monotonic() < deadline:       # first, until the head's GCS port answers
-        try:
-            socket.create_connection((host, int(port)), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.5)
+    wait_for_gcs(address, timeout_s)
     while time.monotonic() < deadline:
         probe = subprocess.run([sys.executable, "-c", code, address], env=env, capture_output=True, text=True,
                                timeout=120)
@@ -201,7 +209,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
     node = None
     try:
         address = f"127.0.0.1:{port}"
-        wait_for_nodes(address, 1, env)
+        wait_for_gcs(address)
         node = subprocess.Popen([ray_bin, "start", "--block", f"--address={address}", "--num-cpus=3",
                                  "--node-ip-address=127.0.0.1"],
                                 env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
