@@ -506,10 +506,11 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     """The kernel's OOM killer picks large processes, and the node's zygote holds torch. The trials
     it was running end as TrialKilled rows that say so; every trial after them runs from a
     zygote of its worker's own (they all failed, ConnectionRefusedError, 10 s each)."""
-    started = tmp_path / "started"
+    started, held = tmp_path / "started", tmp_path / "held"       # 1.2-s trials until it goes, after the kill
+    held.touch()
     cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick_announced",
            f"+workload.params.started_dir={started}", "+workload.params.sleep_s=0.3", "workload.steps=4",
-           "workload.warmup_steps=0", "workload.seed=range(0,8)",
+           f"+workload.params.held_while={held}", "workload.warmup_steps=0", "workload.seed=range(0,8)",
            "resources.isolation=pack", "resources.cpus=1", "wandb.enabled=false", "history.enabled=false",
            "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
@@ -519,6 +520,7 @@ def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_pa
     node_zygote = [p for p in psutil.Process(driver.pid).children() if "sweeper._zygote" in title(p)]
     assert len(node_zygote) == 1, lines
     node_zygote[0].kill()
+    held.unlink()
     out, err = driver.communicate(timeout=240)
     assert driver.returncode == 1, "".join(lines) + out[-3000:] + err[-3000:]
     records = read_records(only_run(tmp_path))
