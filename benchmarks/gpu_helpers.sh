@@ -57,7 +57,10 @@ leftovers() {   # what a sweep may have left behind: Ray, zygotes, watchdogs, GP
   [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
 }
 gpu_tests() {   # cap pytest-args...: the GPU-marked tests (and any others named)
-  local cap; cap=$(limit "$1"); shift
-  timeout "$cap" python3 -m pytest -q -p no:cacheprovider "$@"
-  echo "-- tests: exit $?"
+  # Their whole output is also kept in $OUT/gpu_tests.log: a session's later steps push a failure's
+  # traceback out of the part of the output that comes back.
+  local cap rc; cap=$(limit "$1"); shift
+  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE --tb=short "$@" 2>&1 | tee -a "$OUT/gpu_tests.log"
+  rc=${PIPESTATUS[0]}
+  echo "-- tests: exit $rc"
 }
