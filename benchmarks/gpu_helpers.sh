@@ -57,10 +57,11 @@ leftovers() {   # what a sweep may have left behind: Ray, zygotes, watchdogs, GP
   [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
 }
 gpu_tests() {   # cap pytest-args...: the GPU-marked tests (and any others named)
-  # Their whole output is also kept in $OUT/gpu_tests.log: a session's later steps push a failure's
-  # traceback out of the part of the output that comes back.
+  # Their whole output is also kept in $GPU_TESTS_LOG ($OUT/gpu_tests.log): a session's later steps
+  # push a failure's traceback out of the part of the output that comes back. A caller that sends
+  # the output to a log of its own sets GPU_TESTS_LOG=/dev/null.
   local cap rc; cap=$(limit "$1"); shift
-  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE --tb=short "$@" 2>&1 | tee -a "$OUT/gpu_tests.log"
+  timeout "$cap" python3 -m pytest -q -p no:cacheprovider -rfE --tb=short "$@" 2>&1 | tee -a "${GPU_TESTS_LOG:-$OUT/gpu_tests.log}"
   rc=${PIPESTATUS[0]}
   echo "-- tests: exit $rc"
 }

@@ -203,6 +203,7 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
            "RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
            "RAY_health_check_failure_threshold": "3", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")   # short: Ray's socket paths must fit in 107 bytes
+    driver = None
     head = subprocess.Popen([ray_bin, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
                              "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--temp-dir={temp}"],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -236,6 +237,9 @@ def test_lost_node_mid_sweep_is_retried_on_the_surviving_node(tmp_path):
         assert len(records) == 4 and all(r["status"] == "ok" for r in records)
         assert any(r["attempts"] == 2 for r in records)   # lost with the node, then run again on the head
     finally:
+        if driver is not None and driver.poll() is None:      # a wait that ran out: not left running
+            driver.kill()
+            driver.communicate()
         for proc in (node, head):
             end_group(proc)
         shutil.rmtree(temp, ignore_errors=True)

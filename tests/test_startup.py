@@ -276,8 +276,13 @@ ray_executor.Starter = Starter
 ray_executor.RayExecutor(RayConfig(address="auto"), []).begin()
 local = ray_executor.RayExecutor(RayConfig(runtime_env={"env_vars": {"A": "1"}}), [])    # no zygote
 local.begin()
-local._end(started=False)             # its start never ran: the mode goes again
-print(seen, os.environ.get("RAY_AUTH_MODE"))
+local._end(started=True)              # its start is over and started no Ray: the mode goes again
+stuck = ray_executor.RayExecutor(RayConfig(runtime_env={"env_vars": {"A": "1"}}), [])
+stuck.begin()
+stuck._end(started=False)             # its start still under way: the mode stays for the Ray it may start
+kept = os.environ.get("RAY_AUTH_MODE")
+stuck._end(started=True)
+print(seen, kept, os.environ.get("RAY_AUTH_MODE"))
 """
 
 
@@ -289,8 +294,8 @@ def test_ray_is_imported_and_its_token_mode_set_by_the_thread_that_begins_it_bef
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     result = subprocess.run([sys.executable, "-c", RAY_BEGUN], cwd=tmp_path, capture_output=True, text=True,
                             env={**env, "PYTHONPATH": checkout_first()}, timeout=120)
-    assert result.stdout.strip() == "[(True, 'MainThread', None), (True, 'MainThread', 'token')] None", \
-        result.stderr[-2000:]
+    assert result.stdout.strip() == ("[(True, 'MainThread', None), (True, 'MainThread', 'token'), "
+                                     "(True, 'MainThread', 'token')] token None"), result.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -25,9 +25,10 @@ session() {
   TL=$(newest train_step); [ "$TL" = "$TS" ] && TL=""; keep "$TL" train_step-local; leftovers "4. train_step (local)"
 
   echo; echo "== 5. tests: GPU-marked, and containment + isolation beside them"
-  gpu_tests 150 tests/test_containment.py tests/test_isolation.py --durations=5 >"$OUT/pytest-containment.log" 2>&1 &
+  GPU_TESTS_LOG=/dev/null gpu_tests 150 tests/test_containment.py tests/test_isolation.py --durations=5 \
+      >"$OUT/pytest-containment.log" 2>&1 &
   local cpid=$!
-  gpu_tests 190 -m gpu -s tests/ >"$OUT/pytest-gpu.log" 2>&1
+  GPU_TESTS_LOG=/dev/null gpu_tests 190 -m gpu -s tests/ >"$OUT/pytest-gpu.log" 2>&1
   grep -E "step p50|passed|failed|error|Error|-- tests" "$OUT/pytest-gpu.log" | tail -25
   wait "$cpid"; tail -14 "$OUT/pytest-containment.log"
   leftovers "5. tests"

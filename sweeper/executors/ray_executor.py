@@ -150,8 +150,12 @@ class RayExecutor(Executor):
         mark("ray_imported")
         if not self.cfg.address and not ray.is_initialized():     # a local Ray of this run's own
             # Set here, before Ray's thread: set there, beside this thread's imports, the environment
-            # could be reallocated under a library's getenv (glibc's setenv is not thread-safe).
-            self.own_token = _own_token()
+            # could be reallocated under a library's getenv (glibc's setenv is not thread-safe). A stop
+            # waits: what was set is then known to `close`, which takes it out.
+            from sweeper.interrupts import deferred
+
+            with deferred():
+                self.own_token = _own_token()
         self.starter = Starter(self._connect_and_guard)
         self.starter.start()
 
@@ -308,7 +312,7 @@ class RayExecutor(Executor):
             self.zygote.kill()
         if ending is not None:
             _end_processes(*ending)
-        if self.own_token and (ending is not None or not self.started_ray):   # no Ray of it left running
+        if self.own_token and started and (ending is not None or not self.started_ray):  # its Ray ended, or none
             _drop_own_token(self.own_token)
             self.own_token = ()
         if self.guard is not None:
