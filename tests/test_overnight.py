@@ -20,7 +20,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.conftest import checkout_first
+from tests.conftest import checkout_first, title
 
 from sweeper import exitcodes
 from sweeper.plan import ClusterShape, Trial, spread_over_fleet
@@ -155,10 +155,7 @@ def _group_left(groups, grace_s: float, stopped_at: float):
 
 
 def _command_of(proc) -> str:
-    try:
-        return " ".join(proc.cmdline())[:200]
-    except psutil.Error:
-        return "(gone)"
+    return title(proc)[:200] or "(gone)"
 
 
 def _exited(proc) -> bool:
