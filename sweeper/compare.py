@@ -289,10 +289,10 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
           + ("" if all(r.test != STEPS for r in results) else
              "; cells tested over steps (single repeats) use the weaker rule, see --help"))
     if json_path:
-        from sweeper.files import write_json_atomic
+        from sweeper.files import json_text, write_named_file
 
-        write_json_atomic(Path(json_path), _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code),
-                          sort_keys=False)
+        write_named_file(Path(json_path), json_text(_json(baseline, candidate, metric, max_ratio, alpha, results, diffs,
+                                                          code), sort_keys=False))
     return code
 
 

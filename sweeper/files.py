@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -47,6 +48,23 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode())
+
+
+def write_named_file(path: Path, text: str) -> Path:
+    """A file a user named on the command line (--out, --json). A symlink is written through, to
+    what it names. A stream there (/dev/stdout, a FIFO, a device) is written in place: renaming a
+    temporary over it would replace the device or pipe itself, for every user of the machine.
+    Anything else (a new file, a regular one) is written atomically."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        with open(path, "w") as stream:
+            stream.write(text)
+        return path
+    return write_text_atomic(Path(os.path.realpath(path)), text)
 
 
 def finite(value: Any) -> Any:

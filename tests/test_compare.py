@@ -214,3 +214,27 @@ def test_cli_starts_fast_and_imports_no_heavy_libraries():
     result = subprocess.run([sys.executable, "-c", probe, str(DATA / "sleepy-a"), str(DATA / "sleepy-b")],
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout + result.stderr
+
+
+def test_json_through_a_symlink_and_into_a_fifo_leaves_both_in_place(tmp_path):
+    """--json names a file the user chose: a link is written through, and a stream (a FIFO here;
+    /dev/stdout or a device the same way) is written into, never replaced by a renamed file."""
+    import os
+    import stat
+    import threading
+
+    target = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert _gate(DATA / "sleepy-a", DATA / "sleepy-b", "--metric", "p50", "--json", link) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["exit_code"] == 0
+
+    fifo = tmp_path / "gate.fifo"
+    os.mkfifo(fifo)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert _gate(DATA / "sleepy-a", DATA / "sleepy-b", "--metric", "p50", "--json", fifo) == 0
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert json.loads(read[0])["exit_code"] == 0

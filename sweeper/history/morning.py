@@ -131,7 +131,7 @@ def render(frame: pd.DataFrame, night: Night, settings: detect.Settings, notes: 
 def write_morning(store_dir: Path, out: Path, run_dirs: Sequence[Path] = (), night: Optional[Path] = None,
                   settings: detect.Settings = detect.Settings(), manifest: Optional[Dict[str, Any]] = None) -> Path:
     """Writes the morning report of the night (a night folder, run folders, or the latest runs)."""
-    from sweeper.files import write_text_atomic
+    from sweeper.files import write_named_file
 
     the_night = read_night(night, manifest) if night else Night(list(run_dirs))
     frame = store.read(store_dir)
@@ -140,7 +140,7 @@ def write_morning(store_dir: Path, out: Path, run_dirs: Sequence[Path] = (), nig
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     notes = run_notes(night_rows(frame, Night(list(the_night.run_dirs)))["run_dir"].drop_duplicates())
-    return write_text_atomic(out, render(frame, the_night, settings, notes))
+    return write_named_file(out, render(frame, the_night, settings, notes))
 
 
 def night_end(night: Path, manifest: Dict[str, Any]) -> List[Dict[str, Any]]:
