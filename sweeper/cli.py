@@ -149,10 +149,13 @@ def path(value: str) -> Path:
     return Path(text(value))
 
 
+MAX_COUNT = 10 ** 9       # past this a count is a typo (and past a C long, a TypeError deep in a library)
+
+
 def count(value: str) -> int:
     """argparse type of a number of things: a whole number of at least 1."""
-    if not text(value).strip().isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1; give 1 or more")
+    if not text(value).strip().isdigit() or not 1 <= int(value) <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_COUNT:,}; give one")
     return int(value)
 
 

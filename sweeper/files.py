@@ -64,7 +64,7 @@ def write_named_file(path: Path, text: str) -> Path:
         with open(path, "w") as stream:
             stream.write(text)
         return path
-    return write_text_atomic(Path(os.path.realpath(path)), text)
+    return write_text_atomic(Path(os.path.realpath(path)) if path.is_symlink() else path, text)
 
 
 def finite(value: Any) -> Any:

@@ -32,6 +32,7 @@ def checked(args: List[str]) -> List[str]:
     check_cfg_options(given)
     check_config_options(given)
     check_searchpath(given.overrides)
+    check_group_choices(given.overrides)
     return hydra_help_args(args, given.overrides) if given.hydra_help else args
 
 
@@ -87,9 +88,46 @@ def check_config_options(given) -> None:
                         ("--config-dir", given.config_dir)):
         if value is not None and not value.strip():
             raise SystemExit(f"error: {flag}: is empty (an unset variable?); give a value, or leave it out")
+    name = given.config_name
+    if name is not None and (name.startswith("/") or ".." in name.split("/")):
+        raise SystemExit(f"error: --config-name {name}: a config's name, not a path; give the folder with "
+                         f"--config-dir FOLDER and the name alone (--config-name NAME)")
     if given.config_dir is not None and not os.path.isdir(os.path.abspath(given.config_dir)):
         raise SystemExit(f"error: --config-dir {given.config_dir}: no such folder; give a folder of your own configs "
                          f"(sweep/NAME.yaml, workload/NAME.yaml), or leave it out")
+
+
+LITERALS = ("null", "true", "false")
+
+
+def check_group_choices(overrides: List[str]) -> None:
+    """A config group takes a config's name: `+sweep=../../x` loaded any YAML file of the machine,
+    and `workload=1` (a number, true, null to Hydra) ended in a ValueError read as a bug."""
+    from sweeper.confdir import conf_dir
+
+    shipped = conf_dir()
+    groups = {d.name for d in shipped.iterdir() if d.is_dir() and d.name != "hydra"}
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if sep and not key:
+            raise SystemExit(f"error: {override}: no key before the '='; write key=value ({HELP})")
+        if not sep or key not in groups:
+            continue
+        name = value.strip().strip("'\"")
+        names = sorted(p.stem for p in (shipped / key).glob("*.yaml"))
+        if name.startswith("/") or ".." in name.split("/") or name.lower() in LITERALS or _number(name):
+            raise SystemExit(f"error: {key}={value}: a config group takes a config's name ({key}/NAME.yaml in "
+                             f"sweeper's configs or a conf/ of your own), not a path, a number, true, false or null; "
+                             f"choose one of {', '.join(names)}")
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def check_searchpath(overrides: List[str]) -> None:

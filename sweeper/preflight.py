@@ -25,7 +25,10 @@ if TYPE_CHECKING:                     # types only: the spare zygote's start (sw
 def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape) -> None:
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
+    check_shard_cache(trials)
     check_temp_room(root.executor, root.ray.address)
+    if root.executor != "local":
+        check_node_ip(root.ray.node_ip_address)
     refused = in_process_line(trials) if root.executor == "local" else None
     if refused:
         raise ConfigError(refused)
@@ -36,15 +39,37 @@ def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape
 
 
 def in_process_line(trials: Sequence[Trial]) -> Optional[str]:
-    """executor=local runs every trial in this one process, and DeepSpeed keeps its process group
-    (its comm backend's) from one trial to the next: each DeepSpeed trial after the first failed
-    with "Group ... is not registered"."""
+    """executor=local runs every trial in this one process: a trial's cap on its address space
+    (RLIMIT_AS, never lifted) would cap sweeper itself for the rest of the run, and DeepSpeed keeps
+    its process group (its comm backend's) from one trial to the next: each DeepSpeed trial after
+    the first failed with "Group ... is not registered"."""
+    if any(t.config.resources.memory_limit_gb for t in trials):
+        return ("resources.memory_limit_gb: caps a trial's own process, and executor=local runs the trials in "
+                "this one, so it would cap sweeper itself; leave executor out (each trial then runs in a process "
+                "of its own), or leave the limit out")
     deepspeed = [t for t in trials if t.config.train is not None and t.config.train.backend == "deepspeed"]
     if len(deepspeed) < 2:
         return None
     return (f"executor=local: {len(deepspeed)} trials with train.backend=deepspeed would run in this one process, "
             f"and DeepSpeed keeps its process group from one trial to the next (each after the first would fail); "
             f"leave executor out (each trial then runs in a process of its own), or run one DeepSpeed trial")
+
+
+def check_node_ip(address: Optional[str]) -> None:
+    """ray.node_ip_address names this host to Ray: an address of another machine (or none of this
+    one's) left Ray retrying its connection for minutes, past Ctrl-C. Binding a socket to it
+    says at once whether it is this machine's."""
+    if address is None:
+        return
+    import socket
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError as exc:
+        raise ConfigError(f"ray.node_ip_address: {address} is not an address of this machine ({exc.strerror}); "
+                          f"give one of its own (`hostname -I` lists them), or leave it out") from None
 
 
 def folder_problem(path: Path) -> Optional[str]:
@@ -68,15 +93,29 @@ def folder_problem(path: Path) -> Optional[str]:
 
 
 def check_history_dir(root: RootConfig) -> None:
-    """A history.dir or wandb.dir the user gave can take what the run writes there: found now,
-    not after the trials, when the run's history or W&B runs could only be lost. (Their
-    defaults lie inside results_dir, which the run folder's own check covers.)"""
-    for key, enabled, folder in (("history", root.history.enabled, root.history.dir),
+    """The history store (history.dir, or its default under results_dir), a wandb.dir the user
+    gave and the shard cache can take what the run writes there: found now, not after the
+    trials, when the run's history or W&B runs could only be lost and every trial would fail.
+    (W&B's default lies inside the run folder, which the run folder's own check covers.)"""
+    from sweeper.history import history_dir
+
+    store = history_dir({"history": {"dir": root.history.dir}, "results_dir": root.results_dir})
+    for key, enabled, folder in (("history", root.history.enabled, store),
                                  ("wandb", root.wandb.enabled and root.wandb.mode != "disabled", root.wandb.dir)):
         problem = folder_problem(Path(folder).expanduser()) if enabled and folder else None
         if problem:
             raise ConfigError(f"{key}.dir: {problem}; set {key}.dir= to a folder you can write, "
                               f"or {key}.enabled=false")
+
+
+def check_shard_cache(trials: Sequence[Trial]) -> None:
+    """data.cache_dir (SWEEPER_CACHE), where synthetic shards and shard checks are kept: a file or
+    an unwritable folder there failed every trial, each with the same traceback."""
+    for folder in sorted({t.config.data.cache_dir for t in trials if t.config.data is not None}):
+        problem = folder_problem(Path(folder).expanduser())
+        if problem:
+            raise ConfigError(f"data.cache_dir: {problem}; set data.cache_dir= (or SWEEPER_CACHE) to a folder you "
+                              f"can write")
 
 
 MIN_TEMP_FREE = 64 * 2 ** 20     # bytes: a local Ray's session (its logs, sockets) and the trials' scratch

@@ -29,4 +29,10 @@ CASES = [
     Case("config-dir-a-file", "audit", ("--config-dir", "{T}/afile"), BAD, "--config-dir", setup=with_file("afile")),
     Case("searchpath-not-there", "audit", ("hydra.searchpath=[file://{T}/nope]",), BAD, "hydra.searchpath"),
     Case("unknown-config-name", "8", ("--config-name=nosuch",), BAD, "nosuch"),
+    Case("config-name-a-path", "audit", ("--config-name=../../y",), BAD, "--config-name ../../y: a config's name, not a path"),
+    Case("sweep-choice-a-path", "audit", ("+sweep=../../../../etc/x", "dry_run=true"), BAD,
+         "sweep=../../../../etc/x: a config group takes a config's name"),    # loaded any YAML file
+    Case("workload-choice-a-number", "audit", ("workload=1", "dry_run=true"), BAD,
+         "workload=1: a config group takes a config's name"),                 # was a ValueError, exit 70
+    Case("override-without-key", "audit", ("=1",), BAD, "=1: no key"),
 ]

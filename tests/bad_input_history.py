@@ -42,4 +42,8 @@ CASES = [
     Case("history-sql-empty", "9g", ("--store", "{HIST}", "sql", ""), BAD, "sql", command="history", setup=with_run),
     Case("history-sql-max-rows-zero", "audit", ("--store", "{HIST}", "sql", "SELECT 1", "--max-rows", "0"), BAD,
          "--max-rows: '0' is not a whole number", command="history", setup=with_run),
+    Case("history-sql-max-rows-huge", "audit", ("--store", "{HIST}", "sql", "SELECT 1", "--max-rows", "9" * 23), BAD,
+         "--max-rows", command="history", setup=with_run),           # was a TypeError in fetchmany, exit 70
+    Case("history-append-a-run-with-no-record", "audit", ("--store", "{R}/h3", "append", "{T}/norun"), OK, lines=0,
+         command="history", setup=lambda ctx: (ctx.T / "norun" / "trials" / "x").mkdir(parents=True)),  # was a KeyError
 ]

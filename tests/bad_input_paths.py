@@ -34,6 +34,10 @@ CASES = [
     Case("resume-unknown-run-id", "1c", (QUICK, "resume=20000101-000000"), BAD, "resume"),
     Case("dry-run-leaves-no-run-folder", "12", (QUICK, "dry_run=true"), OK, lines=0, check=no_run_folder),
     Case("history-dir-a-file", "16c", (QUICK, "history.dir={T}/afile"), BAD, "history.dir", setup=with_file("afile")),
+    Case("history-default-a-file", "audit", (QUICK, "results_dir={T}/res"), BAD, "history.dir: {T}/res/history is a file",
+         setup=lambda ctx: (ctx.T / "res").mkdir() or (ctx.T / "res" / "history").write_text("not a folder\n")),
+    Case("cache-dir-a-file", "audit", SMALL + ("data.cache_dir={T}/afile",), BAD, "data.cache_dir: {T}/afile is a file",
+         setup=with_file("afile")),                  # every trial failed, each with the same traceback
     Case("history-dir-under-a-file", "16c", (QUICK, "history.dir={T}/afile/h"), BAD, "history.dir",
          setup=with_file("afile")),
 ]

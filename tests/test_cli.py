@@ -41,7 +41,7 @@ def test_dry_run_ids_match_the_grid(sweeper_cli):
      "error: data.prefetch_factor: only applies with data.num_workers > 0"),
     (["data.batch_size=-4"], "error: data.batch_size: must be positive, got -4"),
     (["data.url=/nonexistent/shard-{0000..0003}.tar"], "error: data.url='/nonexistent/shard-{0000..0003}.tar': 4 of 4 shard(s) do not exist"),
-    (["repeats=0"], "error: repeats: must be 1 or more, or auto (repeats until each cell is decided), got 0"),
+    (["repeats=0"], "error: repeats: must be 1 to 10000 (each repeat is a process of its own), or auto (repeats until each cell is decided), got 0"),
 ])
 def test_bad_input_is_one_clear_line_before_any_trial(args, message, sweeper_cli, tmp_path):
     result = sweeper_cli(args)

@@ -38,7 +38,7 @@ def test_numbers_must_be_finite(values, message):
 
 
 def test_root_checks_repeats_and_ignores_hydra():
-    with pytest.raises(ConfigError, match="^repeats: must be 1 or more"):
+    with pytest.raises(ConfigError, match="^repeats: must be 1 to 10000"):
         root_config_from_dict({"repeats": 0, "hydra": {"anything": 1}})
     assert root_config_from_dict({"repeats": 3, "hydra": {}}).repeats == 3
 

@@ -29,9 +29,13 @@ class SweeperGridSweeper(BasicSweeper):
 
             refuse_other_launcher()
             return []
-        params = self._parse_config() + list(arguments)
+        from sweeper.grid import check_grid, check_params
+
+        params = check_params(self.params) + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
+        overrides = parser.parse_overrides(params)
+        check_grid(overrides, self.max_batch_size)          # before Hydra builds the whole product
+        self.overrides = self.split_arguments(overrides, self.max_batch_size)
         returns, first = [], 0
         while not self.is_done():
             batch = self.get_job_batch()

@@ -88,10 +88,11 @@ def begin_early(config: Any, root: Any = None) -> None:
         return
     mark("first_job_composed")
     from sweeper.executors.ray_executor import RayExecutor
-    from sweeper.preflight import check_temp_room
+    from sweeper.preflight import check_node_ip, check_temp_room
 
     ray_cfg = _ray_config(config.get("ray") or {})
     check_temp_room("ray", ray_cfg.address)            # a Ray started on a full disk times out, 30 s later
+    check_node_ip(ray_cfg.node_ip_address)             # one of another machine: Ray retries for minutes
     if root is not None and not ray_cfg.address:       # an attached cluster's shape is known only from it
         from sweeper.plan import check_workload
 

@@ -238,9 +238,14 @@ def append_run(root: Path, run: Path, data=None, analysis=None, mix_machines: bo
     if analysis is None:
         from sweeper.analysis.run import analyze_run, run_analysis_config
 
+        from sweeper.results import read_records
+
         if not (run / "trials").is_dir():
             raise SweeperError(f"{run} is not a run folder (no trials/ in it): give results/<sweep>/<run-id>")
-        data, analysis = analyze_run(run, run_analysis_config(run))
+        records = read_records(run)
+        if not records:                      # nothing finished: there is nothing to analyse either
+            return Appended(Path(root).expanduser(), reason=NO_OK_TRIAL)
+        data, analysis = analyze_run(run, run_analysis_config(run), records=records)
     if not any(r.get("status") == "ok" for r in data.records):
         return Appended(Path(root).expanduser(), reason=NO_OK_TRIAL)
     mixed = machines_refused(data.records, mix_machines)

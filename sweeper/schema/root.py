@@ -92,6 +92,8 @@ def _build(cls, values: Dict[str, Any], prefix: str):
         sub = known[key].type
         sub_cls = _SECTIONS.get(sub.replace("Optional[", "").rstrip("]")) if isinstance(sub, str) else None
         _require_finite(f"{prefix}{key}", value)
+        _require(not (sub == "Optional[str]" and isinstance(value, str) and not value.strip()), f"{prefix}{key}",
+                 "is empty (an unset variable?), which would read as not set; give a value, or null to leave it unset")
         kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
     return cls(**kwargs)
 

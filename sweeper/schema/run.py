@@ -8,6 +8,8 @@ from sweeper.schema._base import _require, _require_name
 
 SPENDING = ("pocock", "obrien_fleming")
 AUTO = "auto"
+MAX_REPEATS = 10_000     # each repeat is a process of its own: past this, a typo (planning it would fill memory)
+MAX_RAY_COUNT = 1024     # CPUs or GPUs of a local Ray: past this, a typo (a trial's threads follow its CPUs)
 
 
 @dataclass
@@ -24,8 +26,8 @@ class SequentialConfig:
                                          # past analysis.min_effect) is below this
 
     def check(self) -> None:
-        _require(isinstance(self.max_repeats, int) and self.max_repeats >= 2, "sequential.max_repeats",
-                 f"must be 2 or more (a cell's own spread needs two repeats), got {self.max_repeats!r}")
+        _require(isinstance(self.max_repeats, int) and 2 <= self.max_repeats <= MAX_REPEATS, "sequential.max_repeats",
+                 f"must be 2 (a cell's own spread needs two repeats) to {MAX_REPEATS}, got {self.max_repeats!r}")
         _require(self.first_round is None or (isinstance(self.first_round, int)
                                               and 1 <= self.first_round <= self.max_repeats),
                  "sequential.first_round", f"must be null (computed) or 1 to sequential.max_repeats="
@@ -38,8 +40,9 @@ class SequentialConfig:
 def check_repeats(repeats: Any) -> None:
     """`repeats`: a whole number of repeats per cell, or auto (SequentialConfig)."""
     fixed = isinstance(repeats, int) and not isinstance(repeats, bool)
-    _require(repeats == AUTO or (fixed and repeats >= 1), "repeats",
-             f"must be 1 or more, or auto (repeats until each cell is decided), got {repeats!r}")
+    _require(repeats == AUTO or (fixed and 1 <= repeats <= MAX_REPEATS), "repeats",
+             f"must be 1 to {MAX_REPEATS} (each repeat is a process of its own), or auto (repeats until each "
+             f"cell is decided), got {repeats!r}")
 
 
 # Sections the schema no longer has, and the one line that says what to use instead.
@@ -89,10 +92,23 @@ class RayConfig:
         _require(self.address in (None, "auto") or head_of(self.address) is not None, "ray.address",
                  f"must be auto, host:port or ray://host:port (a running cluster's head, as `ray start --head` "
                  f"prints it), got {self.address!r}")
+        _require(self.node_ip_address is None or ip_literal(self.node_ip_address), "ray.node_ip_address",
+                 f"must be one of this host's IP addresses (e.g. 10.0.0.5), got {self.node_ip_address!r}")
         for name in ("num_cpus", "num_gpus"):     # Ray's own refusal of a negative count was a traceback
             value = getattr(self, name)
-            _require(value is None or value >= 0, f"ray.{name}",
-                     f"must be 0 or more, or null (all of this machine's), got {value}")
+            _require(value is None or 0 <= value <= MAX_RAY_COUNT, f"ray.{name}",
+                     f"must be 0 to {MAX_RAY_COUNT}, or null (all of this machine's), got {value}")
+
+
+def ip_literal(text: Any) -> bool:
+    """An IPv4 or IPv6 address written out: Ray waits on any other node_ip_address for minutes."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(str(text))
+    except ValueError:
+        return False
+    return True
 
 
 def head_of(address: Any) -> Optional[Tuple[str, int]]:
