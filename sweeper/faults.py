@@ -137,6 +137,9 @@ KNOWN = ((re.compile(r"^(\S+) appears more than once in the final defaults list"
           "error: {0}: chosen twice (on the command line, or in a config's defaults list); choose it once"),
          (re.compile(r"^BasicSweeper does not support sweep type : (\w+?)(?:_SWEEP)?\b"),
           "error: {0}(): not a grid; a grid takes lists (key=a,b,c), range(start,stop[,step]) and choice(a,b,...)"),
+         (re.compile(r"^Sweeping over Hydra's configuration is not supported : '([^=']+)="),
+          "error: {0}: Hydra's own settings take one value, not a grid; sweep sweeper's keys (data.batch_size=1,2), "
+          "or set a sweep file's grid as `hydra: {{sweeper: {{params: {{data.batch_size: 1,2}}}}}}`"),
          (re.compile(r"^Could not delete from config\. '([^']+)' does not exist"),
           "error: {0}: ~ deletes a key, and sweeper's keys cannot be deleted; set a value instead (" + KEYS_HINT + ")"))
 

@@ -1,9 +1,9 @@
 """The overnight suite (`python -m sweeper +sweep=overnight`): several sweeps, one night.
 
 Safe to start from cron or a systemd timer:
-- a lock (fcntl.flock on overnight.lock_file): a second start exits at once (75) and names
-  the holder. The kernel drops the lock when its holder dies, however it dies, so there is
-  no stale lock to clean up by hand; a suite that ends removes the file too;
+- a lock (fcntl.flock on overnight.lock_file, sweeper/suitelock.py): a second start exits at
+  once (75) and names the holder. The kernel drops the lock when its holder dies, however it
+  dies, so there is no stale lock to clean up by hand; a suite that ends removes the file too;
 - a time budget (overnight.budget_s): past it no sweep starts, and inside a sweep no
   trial starts (the driver's deadline); what was skipped is printed and written down;
 - one night folder, results/overnight/<stamp>/, holding night.json (the manifest, below)
@@ -23,11 +23,9 @@ overrides are passed on to each. docs/overnight.md describes night.json field by
 """
 from __future__ import annotations
 
-import fcntl
 import importlib
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -45,93 +43,13 @@ from sweeper.interrupts import interrupted, started_by_this_suite, stop_signals
 from sweeper.night_resume import (FRESH, KEEP, Step, clear_empty_run, dry_run_heading, heading, night_named,
                                   nothing_left, planned_ids, resume_args, resumed_manifest, step_line, steps_of)
 from sweeper.runfolder import new_run, planned_run
+from sweeper.suitelock import LockHeld, check_lock_path, holder_info, release_lock, take_lock
 
 MANIFEST_VERSION = 1
 # Keys of the suite's own command line that each sweep does not get: the suite sets them itself.
 # resume: the suite's own resume names a night; a resumed sweep gets its run's resume from the suite.
 _NOT_PASSED_ON = ("sweep", "overnight", "results_dir", "run_id", "repeats", "sequential", "resume", "hydra.sweep",
                   "hydra.run", "hydra.mode")
-
-
-class LockHeld(Exception):
-    """Another suite holds the lock; the message names it."""
-
-
-# -- the lock ---------------------------------------------------------------------------
-def take_lock(path: Path, holder: Dict[str, Any]):
-    """An open file holding an exclusive flock, with `holder` written into it; raises
-    LockHeld naming the current holder. Keep the file open for as long as the lock is held;
-    release_lock removes the file, so a lock file outlives no suite."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            text = handle.read()
-            handle.close()
-            raise LockHeld(f"another overnight suite holds {path}: {describe_holder(text)}") from None
-        if _same_file(handle, path):       # not a file its last holder removed as we opened it
-            break
-        handle.close()
-    handle.seek(0)
-    if not _lock_text(handle.read()):
-        handle.close()
-        raise ConfigError(f"overnight.lock_file: {path} holds something other than a suite's lock; "
-                          f"give the lock a path of its own")
-    handle.seek(0)
-    handle.truncate()
-    handle.write(json.dumps(holder))
-    handle.flush()
-    return handle
-
-
-def _lock_text(text: str) -> bool:
-    """Empty (a new lock) or what a suite writes into one (left by a suite that was killed)."""
-    if not text:
-        return True
-    try:
-        return {"pid", "host"} <= set(json.loads(text))
-    except (ValueError, TypeError):
-        return False
-
-
-def _same_file(handle, path: Path) -> bool:
-    try:
-        return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
-    except FileNotFoundError:
-        return False
-
-
-def release_lock(handle, path: Path) -> None:
-    """Removes the lock file while still holding it, then lets go: a suite that opened the old
-    file meanwhile sees it is gone (take_lock's check) and takes a new one."""
-    if _same_file(handle, path):
-        path.unlink()
-    handle.close()
-
-
-def describe_holder(text: str) -> str:
-    try:
-        h = json.loads(text)
-        return (f"pid {h['pid']} on {h['host']}, started {h['started']} ({h['command']})")
-    except (ValueError, KeyError, TypeError):
-        return "a process that has not written its name yet"
-
-
-def holder_info(started: float) -> Dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "command": shlex.join([*_program(), *sys.argv[1:]])}
-
-
-def _program() -> List[str]:
-    """How this process was started, as a person would type it."""
-    first = Path(sys.argv[0])
-    if first.name == "__main__.py":          # python -m <package>
-        return ["python", "-m", first.parent.name]
-    return [first.name]
 
 
 # -- one sweep of the suite -------------------------------------------------------------
@@ -204,9 +122,11 @@ def run_suite(job, multirun: Optional[str] = None) -> int:
 def _suite(job, multirun: Optional[str]) -> int:
     root, started = job.config, time.time()
     resumed = night_named(root) if root.resume else None     # bad input: before the lock and anything else
-    if root.dry_run:
-        return _dry_run(job, resumed or planned_run(root), *steps_of(root, resumed))
     lock_file = Path(root.overnight.lock_file).expanduser()
+    check_lock_path(lock_file)                  # a dry run takes no lock, but says what the night would meet
+    if root.dry_run:
+        check_hook(root.overnight.alerts)
+        return _dry_run(job, resumed or planned_run(root), *steps_of(root, resumed))
     try:
         lock = take_lock(lock_file, holder_info(started))
     except LockHeld as held:

@@ -252,7 +252,9 @@ def pick_baseline(cells: Sequence[Trial], spec: Optional[str]) -> int:
     if spec:
         found = stratum_rules.first_match([_lookup(c) for c in cells], spec)
         if found is None:
-            raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of this sweep")
+            raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of this sweep; name one with the "
+                              f"grid's own keys and values (dry_run=true lists them), or leave it out (the point "
+                              f"nearest the defaults)")
         return found
     return min(range(len(cells)), key=lambda i: (default_distance(cells[i]), i))
 
@@ -280,7 +282,8 @@ def pick_baselines(cells: Sequence[Trial], spec: Optional[str], compare_within: 
             out.append(members[pick_baseline(mine, wanted)])
         except ConfigError:
             raise ConfigError(f"analysis.baseline={spec!r} matches no grid point of the stratum "
-                              f"{_stratum_text(mine[0], compare_within)} (analysis.compare_within)") from None
+                              f"{_stratum_text(mine[0], compare_within)} (analysis.compare_within); name one of "
+                              f"every stratum (dry_run=true lists them), or leave it out") from None
     return out
 
 

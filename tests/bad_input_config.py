@@ -91,6 +91,8 @@ CASES = [
          "data.num_workers: gives no value"),
     Case("grid-range-step-zero", "audit", (QUICK, "data.num_workers=range(0,4,0)", "dry_run=true"), BAD,
          "data.num_workers: range() arg 3 must not be zero"),
+    Case("grid-of-hydras-own-key", "audit", (QUICK, "hydra.sweeper.params.data.batch_size=1,2", "dry_run=true"), BAD,
+         "hydra.sweeper.params.data.batch_size: Hydra's own settings take one value"),     # was a garbled line
     Case("max-batch-size-zero", "audit", (QUICK, "hydra.sweeper.max_batch_size=0", "dry_run=true"), BAD,
          "hydra.sweeper.max_batch_size"),
     Case("sweeper-params-not-a-mapping", "audit", (QUICK, "hydra.sweeper.params=5", "dry_run=true"), BAD,

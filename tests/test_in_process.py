@@ -108,7 +108,8 @@ def test_another_launcher_is_refused_with_what_to_use(capsys, monkeypatch):
 
 
 def test_the_overnight_lock_names_its_holder_and_passes_on_only_the_users_settings(tmp_path):
-    from sweeper.overnight import LockHeld, describe_holder, passed_on, take_lock
+    from sweeper.overnight import passed_on
+    from sweeper.suitelock import LockHeld, describe_holder, take_lock
 
     holder = {"pid": 12, "host": "box", "started": "2026-12-01T02:00:00Z", "command": "python -m sweeper"}
     handle = take_lock(tmp_path / "lock", holder)

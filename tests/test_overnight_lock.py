@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sweeper.errors import ConfigError
-from sweeper.overnight import LockHeld, release_lock, take_lock
+from sweeper.suitelock import LockHeld, release_lock, take_lock
 
 HOLDER = {"pid": 1, "host": "h", "started": "2026-12-01T00:00:00Z", "command": "python -m sweeper +sweep=overnight"}
 
