@@ -97,7 +97,7 @@ def check_history_dir(root: RootConfig) -> None:
     gave and the shard cache can take what the run writes there: found now, not after the
     trials, when the run's history or W&B runs could only be lost and every trial would fail.
     (W&B's default lies inside the run folder, which the run folder's own check covers.)"""
-    from sweeper.history import history_dir
+    from sweeper.storepath import history_dir
 
     store = history_dir({"history": {"dir": root.history.dir}, "results_dir": root.results_dir})
     for key, enabled, folder in (("history", root.history.enabled, store),

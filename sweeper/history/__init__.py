@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from sweeper.history.detect import Alert, Settings, alerts_of, assess
-from sweeper.history.store import append_run, default_dir, read
+from sweeper.history.store import append_run, read
+from sweeper.storepath import default_dir, history_dir
 
 __all__ = ["Alert", "Recorded", "Settings", "alerts", "append_run", "assess", "default_dir", "enabled",
            "history_dir", "read", "read_recorded", "record_run", "settings_of", "write_recorded"]
 
 
-NIGHT_MANIFEST = "night.json"     # an overnight suite's night folder holds it (sweeper/overnight.py)
 # Beside a run: the store its sweep's end appended to, the alerts found, the views' notes. A record
 # for the overnight suite's check (another process); views get the same as data (Recorded).
 ALERTS_FILE = "history_alerts.json"
@@ -43,23 +43,6 @@ class Recorded:
 
 def enabled(root: Dict[str, Any]) -> bool:
     return bool((root.get("history") or {}).get("enabled", True))
-
-
-def history_dir(root: Dict[str, Any]) -> Path:
-    """The store of a root config (a resolved dict): history.dir, else <results_dir>/history; when
-    results_dir is an overnight suite's night folder (results/overnight/<stamp>, with night.json),
-    the suite's own results folder's store (results/history), so every night and every ordinary
-    sweep under results/ append to one."""
-    configured = (root.get("history") or {}).get("dir")
-    if configured:
-        return Path(configured).expanduser()
-    results = Path(root.get("results_dir") or "results").expanduser()
-    return night_store(results) if (results / NIGHT_MANIFEST).exists() else default_dir(str(results))
-
-
-def night_store(night: Path) -> Path:
-    """The default store of a night folder <results>/overnight/<stamp>: <results>/history."""
-    return default_dir(str(Path(night).parent.parent))
 
 
 def settings_of(root: Dict[str, Any]) -> Settings:

@@ -99,7 +99,7 @@ def _store(args) -> Path:
     if getattr(args, "night", None):
         import json
 
-        from sweeper.history import NIGHT_MANIFEST
+        from sweeper.storepath import NIGHT_MANIFEST
         from sweeper.history.night import store_of
 
         path = args.night / NIGHT_MANIFEST

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import pandas as pd
 
 from sweeper.errors import SweeperError
-from sweeper.history import NIGHT_MANIFEST, night_store, read_recorded
+from sweeper.history import read_recorded
+from sweeper.storepath import NIGHT_MANIFEST, night_store
 
 FLEET_FILE = "fleet.parquet"      # written by sweeper/publishers/cells_files.py on every_device runs
 

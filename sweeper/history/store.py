@@ -50,11 +50,6 @@ REPEAT_LISTS = {f"repeat_{f}": f for f in FIGURES}        # history column -> re
 KEY = ["machine", "sweep", "run_id", "cell_id"]
 
 
-def default_dir(results_dir: str) -> Path:
-    """<results_dir>/history: beside the runs it indexes (see docs/history.md)."""
-    return Path(results_dir).expanduser() / "history"
-
-
 # --------------------------------------------------------------------------- rows of a run
 
 
