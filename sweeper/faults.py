@@ -139,7 +139,7 @@ KNOWN = ((re.compile(r"^(\S+) appears more than once in the final defaults list"
           "error: {0}(): not a grid; a grid takes lists (key=a,b,c), range(start,stop[,step]) and choice(a,b,...)"),
          (re.compile(r"^Sweeping over Hydra's configuration is not supported : '([^=']+)="),
           "error: {0}: Hydra's own settings take one value, not a grid; sweep sweeper's keys (data.batch_size=1,2), "
-          "or set a sweep file's grid as `hydra: {{sweeper: {{params: {{data.batch_size: 1,2}}}}}}`"),
+          "or in a sweep file under hydra.sweeper.params (`data.batch_size: 1,2`, as conf/sweep/*.yaml do)"),
          (re.compile(r"^Could not delete from config\. '([^']+)' does not exist"),
           "error: {0}: ~ deletes a key, and sweeper's keys cannot be deleted; set a value instead (" + KEYS_HINT + ")"))
 

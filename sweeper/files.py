@@ -10,8 +10,10 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import stat
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -50,18 +52,36 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode())
 
 
+# A path that names one of this process's own open files: written to that descriptor, as a shell
+# redirection set it up (`>> log` appends), not reopened at offset 0 or renamed over.
+OWN_FD = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
+STD_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
 def write_named_file(path: Path, text: str) -> Path:
-    """A file a user named on the command line (--out, --json). A symlink is written through, to
-    what it names. A stream there (/dev/stdout, a FIFO, a device) is written in place: renaming a
-    temporary over it would replace the device or pipe itself, for every user of the machine.
-    Anything else (a new file, a regular one) is written atomically."""
+    """A file a user named on the command line (--out, --json). /dev/stdout, /dev/stderr and
+    /dev/fd/N are written to that descriptor; another stream (a FIFO, a device, anything under
+    /dev or /proc) is written in place, since renaming a temporary over it would replace the pipe
+    or device itself; a symlink to a file is written through; anything else atomically."""
     path = Path(path)
+    absolute = os.path.abspath(path)
+    found = OWN_FD.fullmatch(absolute)
+    fd = STD_STREAMS.get(absolute, int(found.group(1)) if found else None)
+    if fd is not None:
+        sys.stdout.flush()                      # what was printed before stays before it
+        with os.fdopen(os.dup(fd), "w") as stream:
+            stream.write(text)
+        return path
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        with open(path, "w") as stream:
+    stream_there = mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+    if stream_there or absolute.startswith(("/dev/", "/proc/")):
+        # O_NONBLOCK: a FIFO nobody reads is ENXIO (one line), not a hang; the writes then block.
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "w") as stream:
             stream.write(text)
         return path
     return write_text_atomic(Path(os.path.realpath(path)) if path.is_symlink() else path, text)

@@ -42,14 +42,12 @@ def check_grid(overrides: Sequence[Any], max_batch_size: Any) -> int:
                                        or max_batch_size < 1):
         raise ConfigError(f"hydra.sweeper.max_batch_size: must be a whole number of at least 1, or null, "
                           f"got {max_batch_size!r}")
-    lengths: Dict[str, int] = {}
-    for override in overrides:
-        key = override.get_key_element()
-        lengths[key] = axis_length(override, MAX_GRID_POINTS)
-        if lengths[key] == 0:
-            raise ConfigError(f"{key}: gives no value (an empty range or list); give at least one")
+    last: Dict[str, Any] = {override.get_key_element(): override for override in overrides}   # Hydra's rule
     points = 1
-    for key, length in lengths.items():
+    for key, override in last.items():
+        length = axis_length(override, MAX_GRID_POINTS)
+        if length == 0:
+            raise ConfigError(f"{key}: gives no value (an empty range or list); give at least one")
         points *= length
         if points > MAX_GRID_POINTS:
             raise ConfigError(f"{key}: makes the grid more than {MAX_GRID_POINTS:,} points; a typo? "

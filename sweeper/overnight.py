@@ -43,6 +43,7 @@ from sweeper.interrupts import interrupted, started_by_this_suite, stop_signals
 from sweeper.night_resume import (FRESH, KEEP, Step, clear_empty_run, dry_run_heading, heading, night_named,
                                   nothing_left, planned_ids, resume_args, resumed_manifest, step_line, steps_of)
 from sweeper.runfolder import new_run, planned_run
+from sweeper.storepath import night_store
 from sweeper.suitelock import LockHeld, check_lock_path, holder_info, release_lock, take_lock
 
 MANIFEST_VERSION = 1
@@ -125,7 +126,7 @@ def _suite(job, multirun: Optional[str]) -> int:
     lock_file = Path(root.overnight.lock_file).expanduser()
     check_lock_path(lock_file)                  # a dry run takes no lock, but says what the night would meet
     if root.dry_run:
-        check_hook(root.overnight.alerts)
+        check_hook_found(root.overnight.alerts)
         return _dry_run(job, resumed or planned_run(root), *steps_of(root, resumed))
     try:
         lock = take_lock(lock_file, holder_info(started))
@@ -276,12 +277,34 @@ def check_hook(target: Optional[str]) -> None:
                               f"the ':' (night folder, night.json dict) -> list of alerts, or overnight.alerts=null")
 
 
+def check_hook_found(target: Optional[str]) -> None:
+    """A dry run's check of the regression hook: its module is found, not run (the shipped hook,
+    sweeper.history.morning, imports pandas: seconds the dry run does not need)."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    if not target:
+        return
+    module = target.partition(":")[0]
+    first, *rest = module.split(".")
+    spec = find_spec(first)                         # a top-level name: nothing is imported
+    for part in rest:
+        places = spec.submodule_search_locations if spec is not None else None
+        spec = PathFinder.find_spec(f"{spec.name}.{part}", places) if places is not None else None
+    if spec is None:
+        raise ConfigError(f"overnight.alerts={target!r}: cannot find module {module!r}; is it on PYTHONPATH "
+                          f"(run from its folder)?")
+
+
 def _refused_sweep(job, night: Path, steps: List[Step]) -> int:
     """Each sweep's own dry run, before the lock and the night folder: a name that is no sweep,
     or an override that one sweep refuses, is its one line and exit 2 now, not after the
     sweeps before it ran. What the dry runs print otherwise is left out (the sweeps say it again)."""
+    # Before night.json exists a sweep would look for its history store in the night folder; the
+    # night's own sweeps find the suite's (sweeper/storepath.py): check that one.
+    store = [] if job.config.history.dir else [f"history.dir={night_store(night)}"]
     for name in (s.name for s in steps if s.action != KEEP):
-        command = sweep_command(name, night, job.config.run_id, job.config, job.overrides) + ["dry_run=true"]
+        command = sweep_command(name, night, job.config.run_id, job.config, job.overrides) + ["dry_run=true", *store]
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
         if done.returncode == exitcodes.USAGE:
             sys.stderr.write(done.stderr)

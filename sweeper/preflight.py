@@ -25,14 +25,14 @@ if TYPE_CHECKING:                     # types only: the spare zygote's start (sw
 def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape) -> None:
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
-    check_shard_cache(trials)
     check_temp_room(root.executor, root.ray.address)
     if root.executor != "local":
-        check_node_ip(root.ray.node_ip_address)
+        check_node_ip(root.ray.node_ip_address)   # also before Ray's early start (executors.begin_early)
     refused = in_process_line(trials) if root.executor == "local" else None
     if refused:
         raise ConfigError(refused)
     if root.executor == "local" or not root.ray.address:      # the trials run on this machine
+        check_shard_cache(trials)                             # a cluster's workers keep their own
         line = loader_workers_line(trials, shape)
         if line:
             print(f"warning: {line}", file=sys.stderr)

@@ -14,6 +14,10 @@ CASES = [
     Case("sigint-ignored-overnight-suite", "15", ("+sweep=overnight", "overnight.lock_file={T}/lock",
          "overnight.sweeps=[dataloader]", "overnight.budget_s=600") + SMALL, INTERRUPTED, "interrupted", slow=True,
          send="SIGINT", when="results/overnight/*/*", background=True),
+    Case("overnight-history-store-a-file", "audit", ("+sweep=overnight", "overnight.sweeps=[dataloader]",
+         "results_dir={T}/res", "overnight.lock_file={T}/lock") + SMALL, BAD, "history.dir: {T}/res/history is a file",
+         setup=lambda ctx: (ctx.T / "res").mkdir() or (ctx.T / "res" / "history").write_text("not a folder\n"),
+         slow=True),             # its sweeps' checks looked in the night folder, not the night's store
     Case("overnight-unknown-sweep-after-one", "15", ("+sweep=overnight", "overnight.sweeps=[dataloader,nosuch]",
          "overnight.lock_file={T}/lock") + SMALL, BAD, "sweep=nosuch", slow=True),
 ]

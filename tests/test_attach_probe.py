@@ -1,6 +1,7 @@
 """ray.address: what answers there is asked whether it speaks gRPC (HTTP/2) before Ray is handed
 the address; Ray alone retried a dashboard's or Redis' port for two minutes, a warning every few
 seconds. A real Ray head passes the same probe in tests/test_reliability.py (`ray start` clusters)."""
+import contextlib
 import socket
 import threading
 import time
@@ -18,7 +19,7 @@ def serve_once(reply: bytes):
 
     def answer():
         conn, _ = listener.accept()
-        with conn:
+        with conn, contextlib.suppress(OSError):          # the client may be gone: it asked nothing
             conn.recv(64)
             conn.sendall(reply)
         listener.close()
@@ -53,3 +54,9 @@ def test_nothing_listening_is_an_os_error_attach_names():
         port = probe.getsockname()[1]                               # free once closed
     with pytest.raises(ConfigError, match=rf"no Ray cluster answers at 127.0.0.1:{port}"):
         attach(None, f"127.0.0.1:{port}", {})
+
+
+def test_a_tls_cluster_is_left_to_ray(monkeypatch):
+    """With RAY_USE_TLS a head answers plaintext with a TLS alert or a close: not a verdict."""
+    monkeypatch.setenv("RAY_USE_TLS", "1")
+    assert speaks_http2(serve_once(b"\x15\x03\x03\x00\x02\x02\x46")) is None       # a TLS alert record

@@ -238,3 +238,22 @@ def test_json_through_a_symlink_and_into_a_fifo_leaves_both_in_place(tmp_path):
     reader.join(timeout=30)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert json.loads(read[0])["exit_code"] == 0
+
+
+def test_json_to_an_open_descriptor_is_appended_where_the_shell_pointed_it(tmp_path):
+    """`--json /dev/stdout >> log` (here /dev/fd/N, a log opened for appending): the JSON follows what
+    the log held, in the same file; resolving the link to the log and renaming over it replaced the
+    whole log."""
+    import os
+
+    log = tmp_path / "night.log"
+    log.write_text("earlier lines\n")
+    inode = log.stat().st_ino
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert _gate(DATA / "sleepy-a", DATA / "sleepy-b", "--metric", "p50", "--json", f"/dev/fd/{fd}") == 0
+    finally:
+        os.close(fd)
+    text = log.read_text()
+    assert log.stat().st_ino == inode and text.startswith("earlier lines\n{")
+    assert json.loads(text.split("\n", 1)[1])["exit_code"] == 0

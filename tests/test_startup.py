@@ -254,7 +254,8 @@ def imported_packages(args, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["--help"], ["dry_run=true", "workload.seed=0,1"], ["+sweep=train_step", "dry_run=true"]])
+@pytest.mark.parametrize("args", [["--help"], ["dry_run=true", "workload.seed=0,1"], ["+sweep=train_step", "dry_run=true"],
+                                  ["+sweep=overnight", "dry_run=true"]])
 def test_help_and_a_dry_run_import_neither_torch_nor_ray(args, tmp_path):
     found = imported_packages([f"results_dir={tmp_path / 'results'}", *args], tmp_path)
     assert "hydra" in found                               # the parse really listed what it imported

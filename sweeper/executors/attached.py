@@ -44,9 +44,12 @@ def speaks_http2(head: Tuple[str, int]) -> Optional[bool]:
     """Whether what accepts a connection at `head` answers an HTTP/2 start as gRPC servers do (a
     SETTINGS frame): True; False for any other answer, or a close; None when it says nothing
     within PROBE_S (then ray.init decides, within WAIT_S). OSError when nothing accepts."""
+    import os
     import socket
 
     with socket.create_connection(head, timeout=PROBE_S) as conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return None         # a TLS head answers plaintext with an alert or a close: ray.init decides
         conn.sendall(HTTP2_START)
         first = b""
         try:
