@@ -116,8 +116,8 @@ def check_group_choices(overrides: List[str]) -> None:
             continue
         name = value.strip().strip("'\"")
         literal = name == value.strip() and (name.lower() in LITERALS or _number(name))   # quoted: a name
-        names = sorted(p.stem for p in (shipped / key).glob("*.yaml"))
         if name.startswith("/") or ".." in name.split("/") or literal:
+            names = sorted(p.stem for p in (shipped / key).glob("*.yaml"))
             raise SystemExit(f"error: {key}={value}: a config group takes a config's name ({key}/NAME.yaml in "
                              f"sweeper's configs or a conf/ of your own), not a path, a number, true, false or null; "
                              f"choose one of {', '.join(names)}")

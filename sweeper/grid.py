@@ -7,21 +7,19 @@ leaves no job to compose, and a bad `max_batch_size` is an assertion. Each becom
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, Mapping, Sequence
 
 from sweeper.errors import ConfigError
 
 MAX_GRID_POINTS = 100_000    # jobs composed one by one (about 0.01 s each): past this, a typo
 
 
-def check_params(params: Any) -> List[str]:
-    """`hydra.sweeper.params` (a sweep file's grid) as overrides; ConfigError when it is not a mapping."""
-    if params is None:
-        return []
-    if not isinstance(params, Mapping):
+def check_params(params: Any) -> None:
+    """`hydra.sweeper.params` (a sweep file's grid) maps keys to values: Hydra's own reading of it
+    (BasicSweeper._parse_config) raised an AttributeError on anything else."""
+    if params is not None and not isinstance(params, Mapping):
         raise ConfigError(f"hydra.sweeper.params: must map dotted keys to values (data.num_workers: 0,2,4), "
                           f"got {params!r}")
-    return [f"{key}={value}" for key, value in params.items()]
 
 
 def axis_length(override: Any, limit: int) -> int:

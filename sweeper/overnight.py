@@ -280,18 +280,10 @@ def check_hook(target: Optional[str]) -> None:
 def check_hook_found(target: Optional[str]) -> None:
     """A dry run's check of the regression hook: its module is found, not run (the shipped hook,
     sweeper.history.morning, imports pandas: seconds the dry run does not need)."""
-    from importlib.machinery import PathFinder
-    from importlib.util import find_spec
+    from sweeper.spec import found_unrun
 
-    if not target:
-        return
-    module = target.partition(":")[0]
-    first, *rest = module.split(".")
-    spec = find_spec(first)                         # a top-level name: nothing is imported
-    for part in rest:
-        places = spec.submodule_search_locations if spec is not None else None
-        spec = PathFinder.find_spec(f"{spec.name}.{part}", places) if places is not None else None
-    if spec is None:
+    module = (target or "").partition(":")[0]
+    if target and not found_unrun(module):
         raise ConfigError(f"overnight.alerts={target!r}: cannot find module {module!r}; is it on PYTHONPATH "
                           f"(run from its folder)?")
 

@@ -93,10 +93,10 @@ def folder_problem(path: Path) -> Optional[str]:
 
 
 def check_history_dir(root: RootConfig) -> None:
-    """The history store (history.dir, or its default under results_dir), a wandb.dir the user
-    gave and the shard cache can take what the run writes there: found now, not after the
-    trials, when the run's history or W&B runs could only be lost and every trial would fail.
-    (W&B's default lies inside the run folder, which the run folder's own check covers.)"""
+    """The history store (history.dir, or its default under results_dir) and a wandb.dir the user
+    gave can take what the run writes there: found now, not after the trials, when the run's
+    history or W&B runs could only be lost. (W&B's default lies inside the run folder, which the
+    run folder's own check covers.)"""
     from sweeper.storepath import history_dir
 
     store = history_dir({"history": {"dir": root.history.dir}, "results_dir": root.results_dir})

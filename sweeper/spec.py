@@ -181,6 +181,19 @@ def _check_findable(target: str) -> None:
                           f"is it on PYTHONPATH (run from its folder)?")
 
 
+def found_unrun(module_name: str) -> bool:
+    """Whether a module can be found without running it or the packages above it (find_spec runs
+    the parents: for the overnight suite's shipped hook, sweeper.history and with it pandas)."""
+    from importlib.machinery import PathFinder
+
+    first, *rest = module_name.split(".")
+    spec = importlib.util.find_spec(first)          # a top-level name: nothing is run
+    for part in rest:
+        places = spec.submodule_search_locations if spec is not None else None
+        spec = PathFinder.find_spec(f"{spec.name}.{part}", places) if places is not None else None
+    return spec is not None
+
+
 def _check_callable(module, function: str, target: str) -> None:
     """The target names a function of its module, found before any trial starts."""
     found = getattr(module, function, None)

@@ -31,7 +31,8 @@ class SweeperGridSweeper(BasicSweeper):
             return []
         from sweeper.grid import check_grid, check_params
 
-        params = check_params(self.params) + list(arguments)
+        check_params(self.params)
+        params = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(params)
         check_grid(overrides, self.max_batch_size)          # before Hydra builds the whole product

@@ -232,7 +232,6 @@ def append_run(root: Path, run: Path, data=None, analysis=None, mix_machines: bo
     run = Path(run)
     if analysis is None:
         from sweeper.analysis.run import analyze_run, run_analysis_config
-
         from sweeper.results import read_records
 
         if not (run / "trials").is_dir():
