@@ -506,23 +506,29 @@ def test_a_local_ray_is_the_sweeps_own_beside_a_cluster_started_on_this_machine(
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def held_trials(started: Path, after: int) -> set:
+    """The pids of the trials that `quick_announced` holds (hold_after=`after`): all but the first to start."""
+    return {int(f.name) for f in sorted(started.iterdir(), key=lambda f: f.stat().st_mtime_ns)[after:]}
+
+
 def test_a_node_zygote_killed_mid_sweep_takes_down_only_the_trials_it_ran(tmp_path):
     """The kernel's OOM killer picks large processes, and the node's zygote holds torch. The trials
     it was running end as TrialKilled rows that say so; every trial after them runs from a
     zygote of its worker's own (they all failed, ConnectionRefusedError, 10 s each)."""
-    started, held = tmp_path / "started", tmp_path / "held"       # 1.2-s trials until it goes, after the kill
+    started, held = tmp_path / "started", tmp_path / "held"   # 1.2-s trials, then held until the kill
     held.touch()
     cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", f"workload.target={T}:quick_announced",
            f"+workload.params.started_dir={started}", "+workload.params.sleep_s=0.3", "workload.steps=4",
-           f"+workload.params.held_while={held}", "workload.warmup_steps=0", "workload.seed=range(0,8)",
-           "resources.isolation=pack", "resources.cpus=1", "wandb.enabled=false", "history.enabled=false",
-           "report.enabled=false"]
+           f"+workload.params.held_while={held}", "+workload.params.hold_after=2", "workload.warmup_steps=0",
+           "workload.seed=range(0,8)", "resources.isolation=pack", "resources.cpus=1", "wandb.enabled=false",
+           "history.enabled=false", "report.enabled=false"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=sweeper_env(tmp_path), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    lines = lines_until(driver, "[2/8]")       # two trials done, and a third running through the zygote
-    wait_for(lambda: len(list(started.glob("*"))) >= 3, timeout_s=60, poll_s=0.02)
+    lines = lines_until(driver, "[2/8]")       # two trials done; the third and fourth wait in the zygote
     node_zygote = [p for p in psutil.Process(driver.pid).children() if "sweeper._zygote" in title(p)]
     assert len(node_zygote) == 1, lines
+    in_zygote = lambda: {c.pid for c in node_zygote[0].children(recursive=True)}   # its fork, then the trial
+    wait_for(lambda: held_trials(started, after=2) & in_zygote(), timeout_s=60, poll_s=0.02)
     node_zygote[0].kill()
     held.unlink()
     out, err = driver.communicate(timeout=240)

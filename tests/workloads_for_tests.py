@@ -39,6 +39,10 @@ def quick_announced(cfg, probe):
     started = Path(cfg.workload.params["started_dir"])
     started.mkdir(parents=True, exist_ok=True)
     (started / str(os.getpid())).touch()
+    hold_after, held_while = cfg.workload.params.get("hold_after"), cfg.workload.params.get("held_while")
+    if hold_after is not None and len(list(started.iterdir())) > hold_after:
+        while os.path.exists(held_while):      # with params.hold_after=N, every trial after the Nth to
+            time.sleep(0.02)                   # start waits here until the test lets it go
     return quick(cfg, probe)
 
 
