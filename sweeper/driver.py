@@ -24,7 +24,8 @@ from sweeper.executors.local import this_machine
 from sweeper.plan import ClusterShape, Trial, plan_trials, spread_over_fleet
 from sweeper.interrupts import deferred, interrupted, stop_signals
 from sweeper.preflight import check_machine
-from sweeper.runfolder import check_results_dir, drop_new_run, new_run, planned_run, resumed_run, writing
+from sweeper.runfolder import (check_results_dir, check_same_cells, drop_new_run, new_run, planned_run, resumed_run,
+                               writing)
 from sweeper.schema import AUTO, RootConfig
 from sweeper.spec import preload_of, spec_for
 from sweeper.sweep import Job, Sweep
@@ -87,6 +88,8 @@ def checked(jobs: List[Job], root: RootConfig) -> Tuple[Path, List[Trial]]:
     check_results_dir(root)
     run = resumed_run(root) if root.resume else planned_run(root)
     local_plan = plan(jobs, root, this_machine())
+    if root.resume:
+        check_same_cells(run, local_plan)
     check_prices(root, local_plan)
     check_machine(root, local_plan, this_machine())    # folders it will write, CPUs it asks for
     return run, local_plan

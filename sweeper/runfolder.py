@@ -8,7 +8,8 @@ It is created only once trials will run; bad input and dry runs leave nothing be
 Nothing is deleted that this tool did not create: resuming removes only the half-written
 trial folders that results.write_trial names as its own (.staging-*, .old-*).
 A sweep holds its run folder while it writes it (`writing`: an flock on the folder itself), so a
-resume of a run that another sweep is still writing is refused before anything starts.
+resume of a run that another sweep is still writing is refused before anything starts. A resume
+adds trials of the run's own cells only (`check_same_cells`).
 """
 from __future__ import annotations
 
@@ -211,3 +212,35 @@ def earlier_results(run: Path, trials: List[Trial], any_repeat: bool = False) ->
     wanted, cells = {t.trial_id for t in trials}, {t.cell_id for t in trials}
     return {r["trial_id"]: TrialRecord.from_dict(r) for r in read_records(run)
             if r["status"] == "ok" and (r["trial_id"] in wanted or (any_repeat and r.get("cell_id") in cells))}
+
+
+def check_same_cells(run: Path, trials: List[Trial]) -> None:
+    """ConfigError, before anything starts, when a trial of the resumed `run` measured a cell that
+    this command does not plan (another workload.steps, a narrower grid): its trials would run as
+    new cells beside the old ones, two configurations in one analysis. A cell that this command
+    adds (a wider grid, more repeats) is the run's to grow; a retry that shrank its trial
+    (resources.on_oom=shrink) is its original's."""
+    planned = {t.cell_id for t in trials}
+    records = read_records(run)
+    strays = [r for r in records if r.get("cell_id") not in planned and not r.get("retry_of")]
+    if not strays:
+        return
+    changes = "; ".join(f"{key} {there} there, {here} here" for key, (there, here) in
+                        list(nearest_difference(strays[0], trials).items())[:3]) or "another workload"
+    raise ConfigError(f"resume: {len(strays)} of the {len(records)} trials in {run} measured settings that this "
+                      f"command does not plan ({changes}); resume with the run's own overrides (its "
+                      f"{MULTIRUN_FILE}), or start a new run without resume")
+
+
+def nearest_difference(record: dict, trials: List[Trial]) -> Dict[str, list]:
+    """{measurement key: [the record's value, the planned value]} against the planned trial that
+    differs from `record` in the fewest measurement settings (sweeper/compare.py says which differ)."""
+    from sweeper.compare import settings_differ
+    from sweeper.results import flatten
+    from sweeper.schema.roles import is_measurement
+    from sweeper.schema.root import trial_dict
+
+    there = flatten(record.get("config") or {})
+    differences = [{k: v for k, v in settings_differ(there, flatten(trial_dict(t.config))).items() if is_measurement(k)}
+                   for t in trials]
+    return min(differences, key=len, default={})

@@ -31,6 +31,8 @@ CASES = [
     Case("resume-truncated-trial-json", "9f", (QUICK, "resume=latest"), BAD, "trial.json",
          setup=run_with(files.truncated_json, "trials/*/trial.json")),
     Case("resume-latest-without-run", "intro", (QUICK, "resume=latest"), BAD, "resume"),
+    Case("resume-with-other-settings", "audit", (QUICK, "workload.steps=5", "resume=latest"), BAD,
+         "does not plan (workload.steps 3 there, 5 here)", setup=lambda ctx: ctx.copy_run()),  # 2 configurations, 1 run
     Case("resume-unknown-run-id", "1c", (QUICK, "resume=20000101-000000"), BAD, "resume"),
     Case("dry-run-leaves-no-run-folder", "12", (QUICK, "dry_run=true"), OK, lines=0, check=no_run_folder),
     Case("history-dir-a-file", "16c", (QUICK, "history.dir={T}/afile"), BAD, "history.dir", setup=with_file("afile")),

@@ -252,6 +252,23 @@ def test_resume_removes_only_its_own_half_written_folders(sweep, tmp_path):
     assert sorted(p.name for p in trials.iterdir() if p.name.startswith(".")) == [".keep", ".old-notadir"]
 
 
+def test_a_resume_may_widen_the_grid_but_not_measure_other_cells(sweep, tmp_path, capsys):
+    """A resume with another workload.steps would have run every cell again beside the old ones,
+    and one analysis would have compared two configurations: one line, nothing started. A wider
+    grid runs only its new point; a narrower one would leave a cell this command does not plan."""
+    sweep(grid={"workload.seed": [0, 1]}, **{"workload.steps": 3})
+    capsys.readouterr()
+    for seeds, steps, named in (([0, 1], 5, "2 of the 2 trials in"), ([0], 3, "1 of the 2 trials in")):
+        code, fake = sweep(grid={"workload.seed": seeds}, resume="latest", **{"workload.steps": steps})
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == exitcodes.USAGE and fake.submitted == [] and not fake.closed, err
+        assert len(err) == 1 and named in err[0] and "does not plan" in err[0], err
+        assert steps == 3 or "(workload.steps 3 there, 5 here)" in err[0], err
+    code, fake = sweep(grid={"workload.seed": [0, 1, 2]}, resume="latest", **{"workload.steps": 3})
+    assert code == exitcodes.OK and [s["swept"]["workload.seed"] for s in fake.submitted] == [2]
+    assert len(records(tmp_path)) == 3
+
+
 def test_resume_with_a_damaged_trial_json_is_one_line_naming_the_file(sweep, tmp_path, capsys):
     sweep(grid={"workload.seed": [0]})
     (path,) = (tmp_path / "results" / "single" / "r1" / "trials").glob("*/trial.json")
