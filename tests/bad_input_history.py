@@ -16,6 +16,8 @@ CASES = [
     Case("history-append-into-damaged-store", "2, 9g", ("--store", "{R}/h2", "append", "{RUN}"), OK, lines=0,
          command="history", setup=store_with_garbage),
     Case("history-no-store", "9g", ("--store", "{T}/nostore", "list"), BAD, "--store", command="history"),
+    Case("history-store-of-an-unknown-user", "audit", ("--store", "~nosuchuser/h", "list"), BAD,
+         "--store: ~nosuchuser is no user", command="history"),
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
     Case("history-diff-unknown-runs", "9g", ("--store", "{HIST}", "diff", "a", "b"), BAD, "a",
          command="history", setup=with_run),

@@ -20,6 +20,10 @@ CASES = [
     Case("run-id-taken", "3", (QUICK, "run_id=fixed"), OK, lines=0, setup=lambda ctx: ctx.copy_run("fixed"),
          check=two_runs),
     Case("results-dir-empty", "9d", (QUICK, "results_dir="), BAD, "results_dir"),
+    Case("results-dir-of-an-unknown-user", "audit", (QUICK, "results_dir='~nosuchuser/r'", "dry_run=true"), BAD,
+         "results_dir: ~nosuchuser is no user of this machine"),          # pathlib's RuntimeError: exit 70
+    Case("cache-dir-of-an-unknown-user", "audit", SMALL + ("data.cache_dir='~nosuchuser/c'", "dry_run=true"), BAD,
+         "data.cache_dir: ~nosuchuser is no user"),         # os.path's expanduser: a folder named ~nosuchuser
     Case("cache-dir-empty", "9d", SMALL + ("data.cache_dir=",), BAD, "data.cache_dir"),
     Case("results-dir-a-file", "9d", (QUICK, "results_dir={T}/afile"), BAD, "results_dir", setup=with_file("afile")),
     Case("results-dir-a-file-dry-run", "9d", (QUICK, "results_dir={T}/afile", "dry_run=true"), BAD, "results_dir",

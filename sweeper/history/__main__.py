@@ -95,6 +95,10 @@ def _settings(args):
 
 def _store(args) -> Path:
     if args.store:
+        from sweeper.schema._base import home_problem
+
+        if home_problem(args.store):
+            raise SweeperError(f"--store: {home_problem(args.store)}")
         return Path(args.store).expanduser()
     if getattr(args, "night", None):
         import json

@@ -1,6 +1,7 @@
 """What every section module shares: the one check helper and the choice lists."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Optional
 
@@ -55,3 +56,12 @@ def _require_name(key: str, value: Any) -> None:
     line = name_line(key, value)
     if line is not None:
         raise ConfigError(line)
+
+
+def home_problem(value: Any) -> Optional[str]:
+    """What keeps a path that starts with ~user from naming a folder: a user this machine does not
+    know (pathlib's expanduser raises then, and os.path's leaves a folder literally named ~user)."""
+    text = str(value)
+    if not text.startswith("~") or os.path.expanduser(text) != text:
+        return None
+    return f"{text.split('/')[0]} is no user of this machine; give the folder as a full path"
