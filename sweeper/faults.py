@@ -242,10 +242,15 @@ def _trials(n: int, noun: str) -> str:
 
 
 # -- files ------------------------------------------------------------------------------
+def socket_path_line(variable: str) -> str:
+    """What to do about a temp folder too deep for the sockets a local Ray and the node zygote make there."""
+    return (f"{variable}: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
+            f"set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR")
+
+
 def os_line(exc: BaseException) -> Optional[str]:
     if isinstance(exc, OSError) and "AF_UNIX path length" in str(exc):     # Ray's sockets under TMPDIR
-        return ("error: TMPDIR: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
-                "set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR")
+        return f"error: {socket_path_line('TMPDIR')}"
     if not isinstance(exc, OSError) or not getattr(exc, "filename", None):
         return None
     reason = exc.strerror or first_line(str(exc))

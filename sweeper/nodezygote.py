@@ -127,12 +127,12 @@ def start_spare() -> None:
 
 def _room_for_a_sweep() -> bool:
     """preflight's rule for a local Ray's temp folders, asked before the configs say more."""
-    from sweeper.errors import NoRoom
+    from sweeper.errors import SweeperError
     from sweeper.preflight import check_temp_room
 
     try:
         check_temp_room("ray", None)
-    except NoRoom:
+    except SweeperError:         # no room, or too deep for its socket: the checks that follow say so
         return False
     return True
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from sweeper.errors import ConfigError, NoRoom
-from sweeper.faults import human_size
+from sweeper.faults import human_size, socket_path_line
 
 if TYPE_CHECKING:                     # types only: the spare zygote's start (sweeper/nodezygote.py) imports this first
     from sweeper.plan import ClusterShape, Trial
@@ -130,10 +130,28 @@ def temp_folders(executor: str, ray_address: Optional[str]) -> List[str]:
     return list(dict.fromkeys(folders))
 
 
+AF_UNIX_MAX = 107        # bytes of a socket's path (sun_path, less its NUL)
+RAY_SOCKET_TAIL = "/ray/session_2026-12-03_14-18-16_069064_4194304/sockets/plasma_store"   # a pid of 7 digits
+
+
+def check_socket_room(executor: str, ray_address: Optional[str]) -> None:
+    """A temp folder too deep for a local Ray's sockets (Ray's rule: RAY_TMPDIR, else TMPDIR, else
+    /tmp): ConfigError now, where Ray would fail once it had made its session folders there. (The
+    node zygote's socket under TMPDIR needs no check: without it, each worker has a zygote of its own.)"""
+    if executor != "ray" or ray_address:
+        return
+    variable = "RAY_TMPDIR" if os.environ.get("RAY_TMPDIR") else "TMPDIR"
+    folder = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    if len(os.fsencode(os.path.abspath(folder) + RAY_SOCKET_TAIL)) > AF_UNIX_MAX:
+        raise ConfigError(socket_path_line(variable))
+
+
 def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
     """A temp folder without room fails later and obscurely: a local Ray's node times out
     starting (after 30 s), a trial cannot make its scratch folder. Said now, in one line (also
-    before a local Ray is started early: sweeper.executors.begin_early)."""
+    before a local Ray is started early: sweeper.executors.begin_early); so is one too deep for
+    a local Ray's sockets."""
+    check_socket_room(executor, ray_address)
     for folder in temp_folders(executor, ray_address):
         try:
             free = shutil.disk_usage(folder).free

@@ -1,7 +1,7 @@
 """The bad-input cases of runs that start: the history, interrupts at every phase, secrets, trials that fail or
 cannot start."""
 from tests import bad_input_files as files
-from tests.bad_input_base import (FAILED, OK, INTERRUPTED, QUICK, RAISES, SMALL, Case, appended, history_with,
+from tests.bad_input_base import (BAD, FAILED, OK, INTERRUPTED, QUICK, RAISES, SMALL, Case, appended, history_with,
                                   kept_offline, not_appended, not_started, report_written, with_module)
 
 CASES = [
@@ -36,6 +36,8 @@ CASES = [
     Case("wandb-online-unreachable", "13", (QUICK, "executor=local", "repeats=2", "wandb.enabled=true", "wandb.mode=online"), OK,
          "wandb", slow=True, env=(("WANDB_BASE_URL", "http://127.0.0.1:9"), ("WANDB_API_KEY", "x" * 40),
                                   ("WANDB_MODE", "online"), ("WANDB_INIT_TIMEOUT", "3")), check=kept_offline),
+    Case("temp-folder-too-deep-for-rays-sockets", "audit", (QUICK, "executor=ray"), BAD, "RAY_TMPDIR: too long a path",
+         slow=True, env=(("RAY_TMPDIR", "{T}/" + "t" * 60),), setup=lambda ctx: (ctx.T / ("t" * 60)).mkdir()),
     Case("daemon-of-a-local-trial", "11c", ("workload.target=daemon_mod:run", "+workload.params.pid_file={R}/daemon.pid"),
          OK, lines=0, setup=with_module("daemon_mod", files.DAEMON), slow=True),
 ]
