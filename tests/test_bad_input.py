@@ -220,6 +220,7 @@ def check_secret(case: Case, ctx: Ctx, output: str) -> None:
 def test_bad_input(case: Case, session, tmp_path, capfd, monkeypatch):
     ctx = Ctx(tmp_path, session)
     environment(monkeypatch, tmp_path, session)
+    ctx.hold(ray_tmpdir(case, monkeypatch))
     if case.setup:
         case.setup(ctx)
     argv = ctx.argv(case)
@@ -275,8 +276,7 @@ def test_bad_input_in_a_process(case: Case, session, tmp_path, monkeypatch):
         case.setup(ctx)
     for key, value in case.env:
         monkeypatch.setenv(key, ctx.fill(value))
-    if "executor=ray" in case.args and "RAY_TMPDIR" not in dict(case.env):   # Ray's socket paths: < 108 bytes
-        monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    ray_tmp = ray_tmpdir(case, monkeypatch)
     before, cache_before = snapshot(tmp_path), snapshot(session.cache)
     proc = subprocess.Popen([sys.executable, "-m", "sweeper", *ctx.argv(case)], cwd=tmp_path, env=dict(os.environ),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -298,8 +298,22 @@ def test_bad_input_in_a_process(case: Case, session, tmp_path, monkeypatch):
         check_secret(case, ctx, out + err)
     if case.check:
         case.check(ctx)
-    if os.environ.get("RAY_TMPDIR", "").startswith("/tmp/ray-"):
-        shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+    ray_tmp.close()
+
+
+class ray_tmpdir:
+    """A short RAY_TMPDIR of the case's own where it runs on Ray (Ray's socket paths must stay under
+    108 bytes: not under tmp_path), unless the case sets one; close() removes it."""
+
+    def __init__(self, case: Case, monkeypatch):
+        self.folder = None
+        if "executor=ray" in case.args and "RAY_TMPDIR" not in dict(case.env):
+            self.folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+            monkeypatch.setenv("RAY_TMPDIR", self.folder)
+
+    def close(self) -> None:
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def ignore_sigint() -> None:
