@@ -24,7 +24,7 @@ KEYS_HINT = "python -m sweeper --cfg job lists every key and its value"
 
 
 def user_line(exc: BaseException) -> Optional[str]:
-    for check in (hydra_line, os_line, damaged_file_line):
+    for check in (hydra_line, defaults_cycle_line, os_line, damaged_file_line):
         line = check(exc)
         if line is not None:
             return line
@@ -32,6 +32,27 @@ def user_line(exc: BaseException) -> Optional[str]:
 
 
 # -- Hydra and OmegaConf ----------------------------------------------------------------
+def defaults_cycle_line(exc: BaseException) -> Optional[str]:
+    """A user's config whose defaults list leads back to itself (a sweep file naming itself, or
+    two naming each other): Hydra recurses until Python stops it. The configs of the cycle are
+    those Hydra was expanding, read from its frames."""
+    if not isinstance(exc, RecursionError):
+        return None
+    cycle, tb = [], exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.endswith("hydra/_internal/defaults_list.py"):
+            path = getattr(frame.f_locals.get("parent"), "get_config_path", lambda: None)()
+            if path and path not in cycle and path not in ("<root>", "config"):   # Hydra's root, the primary
+                cycle.append(path)
+        tb = tb.tb_next
+    if not cycle:
+        return None
+    if len(cycle) == 1:
+        return f"error: the defaults list of {cycle[0]} names {cycle[0]} itself; remove that entry"
+    return f"error: the defaults lists of {', '.join(cycle)} name each other in a cycle; remove one of those entries"
+
+
 def hydra_line(exc: BaseException) -> Optional[str]:
     from hydra.errors import HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import OmegaConfBaseException

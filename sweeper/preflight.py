@@ -25,6 +25,7 @@ if TYPE_CHECKING:                     # types only: the spare zygote's start (sw
 def check_machine(root: RootConfig, trials: Sequence[Trial], shape: ClusterShape) -> None:
     """Every check of this machine; raises the first error, prints the warnings."""
     check_history_dir(root)
+    check_wandb_timeout(root)
     check_temp_room(root.executor, root.ray.address)
     if root.executor != "local":
         check_node_ip(root.ray.node_ip_address)   # also before Ray's early start (executors.begin_early)
@@ -108,6 +109,14 @@ def check_history_dir(root: RootConfig) -> None:
                               f"or {key}.enabled=false")
 
 
+def check_wandb_timeout(root: RootConfig) -> None:
+    """WANDB_INIT_TIMEOUT, where W&B is on: the sink's rule, asked before the trials."""
+    if root.wandb.enabled and root.wandb.mode != "disabled":
+        from sweeper.publishers.wandb_sink import online_init_timeout_s
+
+        online_init_timeout_s()
+
+
 def check_shard_cache(trials: Sequence[Trial]) -> None:
     """data.cache_dir (SWEEPER_CACHE), where synthetic shards and shard checks are kept: a file or
     an unwritable folder there failed every trial, each with the same traceback."""
@@ -142,7 +151,10 @@ def check_socket_room(executor: str, ray_address: Optional[str]) -> None:
         return
     variable = "RAY_TMPDIR" if os.environ.get("RAY_TMPDIR") else "TMPDIR"
     folder = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
-    if len(os.fsencode(os.path.abspath(folder) + RAY_SOCKET_TAIL)) > AF_UNIX_MAX:
+    if not os.path.isabs(folder):               # Ray's raylet aborts on one (SIGABRT, "Invalid argument")
+        raise ConfigError(f"{variable}={folder}: a local Ray needs an absolute path; give {variable}="
+                          f"{os.path.abspath(folder)}")
+    if len(os.fsencode(folder + RAY_SOCKET_TAIL)) > AF_UNIX_MAX:
         raise ConfigError(socket_path_line(variable))
 
 

@@ -11,6 +11,15 @@ def own_sweep_not_yaml(ctx) -> None:
     (folder / "bad.yaml").write_text("a: [1, 2\nb: :\n")
 
 
+
+def own_sweeps_in_a_cycle(ctx) -> None:
+    """Two sweep files of the user's own whose defaults lists name each other."""
+    folder = ctx.T / "conf" / "sweep"
+    folder.mkdir(parents=True)
+    for name, other in (("a", "b"), ("b", "a")):
+        (folder / f"{name}.yaml").write_text(f"# @package _global_\ndefaults: [{other}]\nsweep: {{name: {name}}}\n")
+
+
 CASES = [
     Case("secret-param-of-shipped-workload", "4b, 16b", ("+workload.params.api_token=SECRET-tok-7731",), BAD,
          "workload.params.api_token", secret="SECRET-tok-7731"),
@@ -34,6 +43,10 @@ CASES = [
     Case("delete-a-key", "audit", ("~data.url",), BAD, "data.url: ~ deletes a key"),
     Case("own-sweep-not-yaml", "audit", ("--config-dir", "{T}/conf", "+sweep=bad"), BAD,
          "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
+    Case("own-sweeps-in-a-cycle", "audit", ("--config-dir", "{T}/conf", "+sweep=a", "dry_run=true"), BAD,
+         "the defaults lists of sweep/a, sweep/b name each other", setup=own_sweeps_in_a_cycle),  # RecursionError: 70
+    Case("timeout-past-select", "audit", (QUICK, "resources.timeout_s=1e10", "dry_run=true"), BAD,
+         "resources.timeout_s: must be positive and at most 604,800 s"),     # every Ray trial an OverflowError
     Case("grid-trailing-comma", "audit", ("data.batch_size=8,",), BAD, "data.batch_size: the value ends with a comma"),
     Case("grid-of-an-interval", "audit", ("data.batch_size=interval(1,2)",), BAD, "interval(): not a grid"),
     Case("sweep-chosen-twice", "audit", ("+sweep=dataloader", "+sweep=zero"), BAD, "sweep: chosen twice"),

@@ -38,6 +38,11 @@ CASES = [
                                   ("WANDB_MODE", "online"), ("WANDB_INIT_TIMEOUT", "3")), check=kept_offline),
     Case("temp-folder-too-deep-for-rays-sockets", "audit", (QUICK, "executor=ray"), BAD, "RAY_TMPDIR: too long a path",
          slow=True, env=(("RAY_TMPDIR", "{T}/" + "t" * 60),), setup=lambda ctx: (ctx.T / ("t" * 60)).mkdir()),
+    Case("ray-tmpdir-relative", "audit", (QUICK, "executor=ray"), BAD, "RAY_TMPDIR=rel: a local Ray needs an absolute",
+         slow=True, env=(("RAY_TMPDIR", "rel"),), setup=lambda ctx: (ctx.T / "rel").mkdir()),   # the raylet's SIGABRT
+    Case("wandb-init-timeout-zero", "audit", (QUICK, "wandb.enabled=true", "wandb.mode=online"), BAD,
+         "WANDB_INIT_TIMEOUT=0: must be a positive number", slow=True,     # waited forever on W&B's teardown
+         env=(("WANDB_INIT_TIMEOUT", "0"), ("WANDB_BASE_URL", "http://127.0.0.1:9"), ("WANDB_API_KEY", "x" * 40))),
     Case("daemon-of-a-local-trial", "11c", ("workload.target=daemon_mod:run", "+workload.params.pid_file={R}/daemon.pid"),
          OK, lines=0, setup=with_module("daemon_mod", files.DAEMON), slow=True),
 ]

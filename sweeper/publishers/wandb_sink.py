@@ -41,10 +41,22 @@ ONLINE_INIT_TIMEOUT_S = 15.0
 
 
 def online_init_timeout_s() -> float:
-    try:
-        return float(os.environ["WANDB_INIT_TIMEOUT"])
-    except (KeyError, ValueError):
+    """WANDB_INIT_TIMEOUT where set, else 15 s; ConfigError for one that is no positive number of
+    seconds: 0, a negative or nan left the sweep waiting forever on W&B's teardown (checked before
+    a sweep starts: sweeper/preflight.py)."""
+    from sweeper.errors import ConfigError
+
+    text = os.environ.get("WANDB_INIT_TIMEOUT")
+    if text is None:
         return ONLINE_INIT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"WANDB_INIT_TIMEOUT={text}: must be a positive number of seconds (how long W&B waits "
+                          f"for its server); unset it for a wait of {ONLINE_INIT_TIMEOUT_S:g} s")
+    return seconds
 # Per-step columns worth a W&B chart: times, items, memory, utilisation.
 _STEP_PREFIXES = ("step_s", "host_step_s", "phase_", "items", "mem_", "gpu_", "util_")
 SUMMARY_NAME = "summary"          # the summary run's id is run_id_for(sweep, run id, SUMMARY_NAME)

@@ -7,6 +7,8 @@ from typing import Any, Dict, Optional
 from sweeper.schema._base import DEVICES, ISOLATION_MODES, ON_OOM, PROFILES, _require
 from sweeper.schema.data import MAX_WORKERS, SEED_END
 
+MAX_TIMEOUT_S = 7 * 24 * 3600       # resources.timeout_s: a week; select() overflows near 9.2e9 s
+
 @dataclass
 class WorkloadConfig:
     # `target` is "module:function"; the function gets (cfg, probe) and may return a dict of extra figures.
@@ -51,7 +53,8 @@ class ResourcesConfig:
                  f"must be one of {ISOLATION_MODES}, got {self.isolation!r}")
         _require(self.gpus is None or self.gpus >= 0, "resources.gpus", "must be 0 or more")
         _require(self.cpus is None or self.cpus > 0, "resources.cpus", "must be positive")
-        _require(self.timeout_s > 0, "resources.timeout_s", "must be positive")
+        _require(0 < self.timeout_s <= MAX_TIMEOUT_S, "resources.timeout_s",     # a larger one overflowed select()
+                 f"must be positive and at most {MAX_TIMEOUT_S:,} s (a week), got {self.timeout_s:g}")
         _require(self.memory_limit_gb is None or self.memory_limit_gb > 0, "resources.memory_limit_gb",
                  "must be positive or null")
         _require(self.on_oom in ON_OOM, "resources.on_oom", f"must be one of {ON_OOM}, got {self.on_oom!r}")
