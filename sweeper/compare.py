@@ -276,6 +276,19 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
         raise InputError("the two runs have no cell in common (neither cell_id nor swept values match)")
     results = judge(base, cand, pairs, metric, max_ratio, alpha)
     diffs = differences(_first_fingerprint(base), _first_fingerprint(cand))
+    code = WORSE if any(r.worse for r in results) else OK
+    try:
+        _print_results(base, cand, pairs, results, metric, max_ratio, mixed)
+    finally:                     # also when the table's reader went away (`| head`): a CI gate reads the file
+        if json_path:
+            from sweeper.files import json_text, write_named_file
+
+            write_named_file(Path(json_path), json_text(_json(baseline, candidate, metric, max_ratio, alpha, results,
+                                                              diffs, code), sort_keys=False))
+    return code
+
+
+def _print_results(base: Run, cand: Run, pairs, results, metric: str, max_ratio: float, mixed) -> None:
     print(table(results, metric, max_ratio, _unit(metric, base)))
     for result in results:
         if result.settings_differ:
@@ -284,16 +297,9 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
         print(f"warning: the machines differ (--mix-machines): {mixed}")
     _print_unmatched(base, cand, pairs)
     worse = [r for r in results if r.worse]
-    code = WORSE if worse else OK
     print(f"{len(worse)} of {len(results)} cell(s) worse than {max_ratio:g}x the baseline's {metric}"
           + ("" if all(r.test != STEPS for r in results) else
              "; cells tested over steps (single repeats) use the weaker rule, see --help"))
-    if json_path:
-        from sweeper.files import json_text, write_named_file
-
-        write_named_file(Path(json_path), json_text(_json(baseline, candidate, metric, max_ratio, alpha, results, diffs,
-                                                          code), sort_keys=False))
-    return code
 
 
 def _print_unmatched(base: Run, cand: Run, pairs) -> None:

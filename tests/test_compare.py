@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import compare
+from sweeper import compare, exitcodes
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,3 +257,21 @@ def test_json_to_an_open_descriptor_is_appended_where_the_shell_pointed_it(tmp_p
     text = log.read_text()
     assert log.stat().st_ino == inode and text.startswith("earlier lines\n{")
     assert json.loads(text.split("\n", 1)[1])["exit_code"] == 0
+
+
+@pytest.mark.slow
+def test_json_is_written_when_the_tables_reader_has_gone(tmp_path):
+    """`compare A B --json gate.json | head -1` in a CI step: the pipe's reader is gone before the
+    table's first line, and the gate's file must still be written (it was not), exit 141."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "sweeper.compare", str(DATA / "sleepy-a"), str(DATA / "sleepy-b"),
+                                 "--metric", "p50", "--json", str(tmp_path / "gate.json")], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.returncode == exitcodes.PIPE_CLOSED, result.stderr[-2000:]
+    assert json.loads((tmp_path / "gate.json").read_text())["exit_code"] == 0
