@@ -188,11 +188,30 @@ def no_room_line(exc: BaseException) -> Optional[str]:
     code = _no_room_errno(exc)
     if code is None:
         return None
+    if not (isinstance(exc, OSError) and exc.filename) and _stdout_full():
+        return (f"error: the output (stdout): {os.strerror(code)}; free space where it is redirected, or "
+                f"redirect it elsewhere")
     folder = _folder_written(exc)
     where = f"{folder}: " if folder else ""
     free = f" ({free_space(folder)} free there)" if folder else ""
     return (f"error: {where}{os.strerror(code)}{free}; free space on that disk or set results_dir to another, then "
             "run the command again (a sweep: with resume=latest, only what is missing runs)")
+
+
+def _stdout_full() -> bool:
+    """Whether stdout is what ran out of room: redirected to /dev/full, or to a file on a disk with
+    no block left (a failed print names no file, and the frames name the run's folders instead)."""
+    import stat
+    import sys
+
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd)
+    except (AttributeError, ValueError, OSError):       # replaced, closed or gone
+        return False
+    if stat.S_ISCHR(mode.st_mode):
+        return mode.st_rdev == os.makedev(1, 7)          # /dev/full
+    return stat.S_ISREG(mode.st_mode) and os.fstatvfs(fd).f_bavail == 0
 
 
 def _no_room_errno(exc: BaseException) -> Optional[int]:

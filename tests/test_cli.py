@@ -347,6 +347,23 @@ def test_output_whose_reader_went_away_is_not_a_bug(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_output_onto_a_full_device_names_the_output_not_a_folder(monkeypatch, capsys):
+    """`python -m sweeper ... > /dev/full`: the failed print names no file, and the line blamed the
+    folder of a path in the traceback (/tmp, the checkout) and said to set results_dir."""
+    from sweeper import cli, exitcodes
+
+    full = open("/dev/full", "w")
+    monkeypatch.setattr(sys, "stdout", full)
+    code = cli.run(lambda: print("a plan line", flush=True))
+    monkeypatch.undo()
+    with contextlib.suppress(OSError):          # what the print left in the buffer fails once more
+        full.close()
+    assert code == exitcodes.NO_ROOM
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the output (stdout): No space left on device; free space where it is redirected, or redirect it "
+        "elsewhere"]
+
+
 def test_a_stop_inside_the_import_machinery_comes_a_moment_later_not_there(monkeypatch):
     """A KeyboardInterrupt raised while importlib took or gave back a module's lock left the lock
     held, and the next import of that module (by Ray's start thread, or by the stop's own clean-up)
