@@ -342,8 +342,8 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def check_options(args) -> None:
     """Each option on its own line, with the value given."""
-    if not args.max_ratio > 0:
-        raise InputError(f"--max-ratio: must be above 0, e.g. 1.15 (15% worse allowed), got {args.max_ratio:g}")
+    if not 0 < args.max_ratio < math.inf:           # inf: a gate that can never fail
+        raise InputError(f"--max-ratio: must be a number above 0, e.g. 1.15 (15% worse allowed), got {args.max_ratio:g}")
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha: must be between 0 and 1, e.g. 0.05, got {args.alpha:g}")
 

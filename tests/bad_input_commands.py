@@ -18,6 +18,8 @@ CASES = [
     Case("compare-missing-run", "9g", ("{T}/nope", "{T}/nope2"), BAD, "nope", command="compare"),
     Case("compare-bad-ratio", "9g", ("{RUN}", "{RUN}", "--max-ratio", "0"), BAD, "--max-ratio", command="compare",
          setup=with_run),
+    Case("compare-ratio-infinite", "audit", ("{RUN}", "{RUN}", "--max-ratio", "inf"), BAD,
+         "--max-ratio: must be a number above 0", command="compare", setup=with_run),    # a gate that never fails
     Case("compare-unknown-flag-alone", "audit", ("--bogus",), BAD, "--bogus", command="compare"),
     Case("compare-alpha-out-of-range", "audit", ("{RUN}", "{RUN}", "--alpha", "2"), BAD,
          "--alpha: must be between 0 and 1", command="compare", setup=with_run),

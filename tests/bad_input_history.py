@@ -16,6 +16,8 @@ CASES = [
     Case("history-append-into-damaged-store", "2, 9g", ("--store", "{R}/h2", "append", "{RUN}"), OK, lines=0,
          command="history", setup=store_with_garbage),
     Case("history-no-store", "9g", ("--store", "{T}/nostore", "list"), BAD, "--store", command="history"),
+    Case("history-alert-ratio-infinite", "audit", ("--store", "{HIST}", "trend", "--alert-ratio", "inf"), BAD,
+         "--alert-ratio must be a number above 1", command="history", setup=lambda ctx: ctx.copy_run()),  # no alert
     Case("history-store-of-an-unknown-user", "audit", ("--store", "~nosuchuser/h", "list"), BAD,
          "--store: ~nosuchuser is no user", command="history"),
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),
