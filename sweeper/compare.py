@@ -279,13 +279,18 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
     code = WORSE if any(r.worse for r in results) else OK
     try:
         _print_results(base, cand, pairs, results, metric, max_ratio, mixed)
-    finally:                     # also when the table's reader went away (`| head`): a CI gate reads the file
-        if json_path:
-            from sweeper.files import json_text, write_named_file
-
-            write_named_file(Path(json_path), json_text(_json(baseline, candidate, metric, max_ratio, alpha, results,
-                                                              diffs, code), sort_keys=False))
+    except BrokenPipeError:     # the table's reader went away (`| head -1`): a CI gate still reads the file
+        _write_json(json_path, _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code))
+        raise
+    _write_json(json_path, _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code))
     return code
+
+
+def _write_json(json_path: Optional[str], result: Dict[str, Any]) -> None:
+    if json_path:
+        from sweeper.files import json_text, write_named_file
+
+        write_named_file(Path(json_path), json_text(result, sort_keys=False))
 
 
 def _print_results(base: Run, cand: Run, pairs, results, metric: str, max_ratio: float, mixed) -> None:
@@ -300,6 +305,7 @@ def _print_results(base: Run, cand: Run, pairs, results, metric: str, max_ratio:
     print(f"{len(worse)} of {len(results)} cell(s) worse than {max_ratio:g}x the baseline's {metric}"
           + ("" if all(r.test != STEPS for r in results) else
              "; cells tested over steps (single repeats) use the weaker rule, see --help"))
+    sys.stdout.flush()          # a reader gone is found here, while the JSON can still be written
 
 
 def _print_unmatched(base: Run, cand: Run, pairs) -> None:

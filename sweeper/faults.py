@@ -188,19 +188,20 @@ def no_room_line(exc: BaseException) -> Optional[str]:
     code = _no_room_errno(exc)
     if code is None:
         return None
-    if not (isinstance(exc, OSError) and exc.filename) and _stdout_full():
+    folder = _folder_written(exc)
+    if not (isinstance(exc, OSError) and exc.filename) and _stdout_full(folder):
         return (f"error: the output (stdout): {os.strerror(code)}; free space where it is redirected, or "
                 f"redirect it elsewhere")
-    folder = _folder_written(exc)
     where = f"{folder}: " if folder else ""
     free = f" ({free_space(folder)} free there)" if folder else ""
     return (f"error: {where}{os.strerror(code)}{free}; free space on that disk or set results_dir to another, then "
             "run the command again (a sweep: with resume=latest, only what is missing runs)")
 
 
-def _stdout_full() -> bool:
-    """Whether stdout is what ran out of room: redirected to /dev/full, or to a file on a disk with
-    no block left (a failed print names no file, and the frames name the run's folders instead)."""
+def _stdout_full(folder: Optional[str]) -> bool:
+    """Whether stdout is what ran out of room: redirected to /dev/full, or to a file on a full disk
+    other than that of `folder` (the one the frames name; a failed print names no file). A log on
+    the results' own disk (`> sweep.log`) leaves the line to that folder."""
     import stat
     import sys
 
@@ -211,7 +212,12 @@ def _stdout_full() -> bool:
         return False
     if stat.S_ISCHR(mode.st_mode):
         return mode.st_rdev == os.makedev(1, 7)          # /dev/full
-    return stat.S_ISREG(mode.st_mode) and os.fstatvfs(fd).f_bavail == 0
+    if not (stat.S_ISREG(mode.st_mode) and os.fstatvfs(fd).f_bavail == 0):
+        return False
+    try:
+        return folder is None or os.stat(folder).st_dev != mode.st_dev
+    except OSError:
+        return True
 
 
 def _no_room_errno(exc: BaseException) -> Optional[int]:
@@ -283,9 +289,9 @@ def _trials(n: int, noun: str) -> str:
 
 # -- files ------------------------------------------------------------------------------
 def socket_path_line(variable: str) -> str:
-    """What to do about a temp folder too deep for the sockets a local Ray and the node zygote make there."""
-    return (f"{variable}: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); "
-            f"set RAY_TMPDIR=/tmp/ray or a shorter TMPDIR")
+    """What to do about a local Ray's temp folder (RAY_TMPDIR, else TMPDIR) too deep for its sockets."""
+    advice = "a shorter RAY_TMPDIR, e.g. /tmp/ray" if variable == "RAY_TMPDIR" else "RAY_TMPDIR=/tmp/ray or a shorter TMPDIR"
+    return f"{variable}: too long a path for Ray's socket files (at most 107 bytes with Ray's own part); set {advice}"
 
 
 def os_line(exc: BaseException) -> Optional[str]:

@@ -295,8 +295,9 @@ def _refused_sweep(job, night: Path, steps: List[Step]) -> int:
     # Before night.json exists a sweep would look for its history store in the night folder; the
     # night's own sweeps find the suite's (sweeper/storepath.py): check that one.
     store = [] if job.config.history.dir else [f"history.dir={night_store(night)}"]
-    for name in (s.name for s in steps if s.action != KEEP):
-        command = sweep_command(name, night, job.config.run_id, job.config, job.overrides) + ["dry_run=true", *store]
+    for step in (s for s in steps if s.action != KEEP):       # a resumed one with its resume: its cells are checked
+        command = (sweep_command(step.name, night, job.config.run_id, job.config, job.overrides)
+                   + resume_args(step, job.config.run_id) + ["dry_run=true", *store])
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
         if done.returncode == exitcodes.USAGE:
             sys.stderr.write(done.stderr)

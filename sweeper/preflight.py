@@ -135,8 +135,17 @@ def temp_folders(executor: str, ray_address: Optional[str]) -> List[str]:
     (TMPDIR), and a local Ray's sessions (RAY_TMPDIR, else TMPDIR, else /tmp: Ray's own rule)."""
     folders = [tempfile.gettempdir()]
     if executor == "ray" and not ray_address:
-        folders.append(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp")
+        folders.append(ray_temp_folder()[1])
     return list(dict.fromkeys(folders))
+
+
+def ray_temp_folder() -> tuple:
+    """(the variable that names it, the folder) where a local Ray makes its sessions: Ray's own
+    rule (ray._common.utils.get_default_system_temp_dir), a variable set but empty included."""
+    for variable in ("RAY_TMPDIR", "TMPDIR"):
+        if variable in os.environ:
+            return variable, os.environ[variable]
+    return "TMPDIR", "/tmp"
 
 
 AF_UNIX_MAX = 107        # bytes of a socket's path (sun_path, less its NUL)
@@ -149,11 +158,10 @@ def check_socket_room(executor: str, ray_address: Optional[str]) -> None:
     node zygote's socket under TMPDIR needs no check: without it, each worker has a zygote of its own.)"""
     if executor != "ray" or ray_address:
         return
-    variable = "RAY_TMPDIR" if os.environ.get("RAY_TMPDIR") else "TMPDIR"
-    folder = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    variable, folder = ray_temp_folder()
     if not os.path.isabs(folder):               # Ray's raylet aborts on one (SIGABRT, "Invalid argument")
         raise ConfigError(f"{variable}={folder}: a local Ray needs an absolute path; give {variable}="
-                          f"{os.path.abspath(folder)}")
+                          f"{os.path.abspath(os.path.expanduser(folder or '.'))}")
     if len(os.fsencode(folder + RAY_SOCKET_TAIL)) > AF_UNIX_MAX:
         raise ConfigError(socket_path_line(variable))
 
@@ -162,8 +170,7 @@ def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
     """A temp folder without room fails later and obscurely: a local Ray's node times out
     starting (after 30 s), a trial cannot make its scratch folder. Said now, in one line (also
     before a local Ray is started early: sweeper.executors.begin_early); so is one too deep for
-    a local Ray's sockets."""
-    check_socket_room(executor, ray_address)
+    a local Ray's sockets (said after the room: a disk that is full is the first thing to mend)."""
     for folder in temp_folders(executor, ray_address):
         try:
             free = shutil.disk_usage(folder).free
@@ -173,6 +180,7 @@ def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
             raise NoRoom(f"{folder}: {human_size(free)} free; a sweep needs {human_size(MIN_TEMP_FREE)} there "
                          f"(its trials' scratch folders, a local Ray's session): free space, or point TMPDIR "
                          f"(RAY_TMPDIR for Ray alone) at another disk")
+    check_socket_room(executor, ray_address)
 
 
 def loader_workers_line(trials: Sequence[Trial], shape: ClusterShape) -> Optional[str]:

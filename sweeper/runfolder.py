@@ -219,14 +219,17 @@ def check_same_cells(run: Path, trials: List[Trial]) -> None:
     this command does not plan (another workload.steps, a narrower grid): its trials would run as
     new cells beside the old ones, two configurations in one analysis. A cell that this command
     adds (a wider grid, more repeats) is the run's to grow; a retry that shrank its trial
-    (resources.on_oom=shrink) is its original's."""
+    (resources.on_oom=halve) is its original's."""
     planned = {t.cell_id for t in trials}
     records = read_records(run)
     strays = [r for r in records if r.get("cell_id") not in planned and not r.get("retry_of")]
     if not strays:
         return
-    changes = "; ".join(f"{key} {there} there, {here} here" for key, (there, here) in
-                        list(nearest_difference(strays[0], trials).items())[:3]) or "another workload"
+    difference = nearest_difference(strays[0], trials)
+    if not difference:           # the same settings under another cell id: another rule wrote the run
+        raise ConfigError(f"resume: the trials in {run} name their cells by another rule (an older sweeper, or "
+                          f"another workload wrote the run); start a new run without resume")
+    changes = "; ".join(f"{key} {there} there, {here} here" for key, (there, here) in list(difference.items())[:3])
     raise ConfigError(f"resume: {len(strays)} of the {len(records)} trials in {run} measured settings that this "
                       f"command does not plan ({changes}); resume with the run's own overrides (its "
                       f"{MULTIRUN_FILE}), or start a new run without resume")

@@ -270,7 +270,8 @@ def test_json_is_written_when_the_tables_reader_has_gone(tmp_path):
     try:
         result = subprocess.run([sys.executable, "-m", "sweeper.compare", str(DATA / "sleepy-a"), str(DATA / "sleepy-b"),
                                  "--metric", "p50", "--json", str(tmp_path / "gate.json")], stdout=write_end,
-                                stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120,
+                                env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})  # a pipe's buffer
     finally:
         os.close(write_end)
     assert result.returncode == exitcodes.PIPE_CLOSED, result.stderr[-2000:]

@@ -120,6 +120,18 @@ def test_out_of_memory_halves_the_batch_until_it_fits_and_keeps_every_attempt(sw
     assert code == exitcodes.TRIALS_FAILED
 
 
+def test_a_run_with_halved_retries_resumes_and_a_new_cell_after_them_runs(sweep, tmp_path):
+    """The retries that halved a trial measure cells the grid does not plan (batch 8, 4): they are
+    the trial's own, not settings the resume changed."""
+    def script(spec, attempt):
+        return "oom" if spec["config"].data.batch_size > 4 else "ok"
+
+    sweep(script, grid={"data.batch_size": [16]}, **{"resources.on_oom": "halve"})
+    code, fake = sweep(script, grid={"data.batch_size": [16, 2]}, resume="latest", **{"resources.on_oom": "halve"})
+    assert code == exitcodes.TRIALS_FAILED   # the oom rows run again, halving again; batch 2 is new
+    assert sorted(s["config"].data.batch_size for s in fake.submitted) == [2, 4, 8, 16]
+
+
 def test_out_of_memory_without_on_oom_is_one_row(sweep, tmp_path):
     code, fake = sweep(lambda spec, attempt: "oom", grid={"data.batch_size": [16]})
     assert [r["status"] for r in records(tmp_path).values()] == ["oom"] and len(fake.submitted) == 1

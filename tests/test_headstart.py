@@ -120,7 +120,8 @@ def test_a_config_error_found_by_hydra_ends_the_spare_and_its_folder(tmp_path):
     """Hydra refuses the key before the launcher runs: the command's own end ends the spare."""
     marks, tmp = tmp_path / "timeline", tmp_path / "tmp"
     tmp.mkdir()
-    env = {**os.environ, "PYTHONPATH": checkout_first(), "TMPDIR": str(tmp), timeline.VARIABLE: str(marks)}
+    env = {**os.environ, "PYTHONPATH": checkout_first(), "TMPDIR": str(tmp), timeline.VARIABLE: str(marks),
+           "RAY_TMPDIR": "/tmp/ray"}     # under tmp_path a local Ray's sockets are too deep: no spare is started
     result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}",
                              "workload.no_such_key=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]

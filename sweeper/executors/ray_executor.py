@@ -148,6 +148,9 @@ class RayExecutor(Executor):
         import ray
 
         mark("ray_imported")
+        # Every outcome the sweep wants it fetches; what Ray would log as an "unhandled error" is a
+        # trial the sweep itself cancelled on a stop, a line after the stop's own (read when logged).
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
         if not self.cfg.address and not ray.is_initialized():     # a local Ray of this run's own
             # Set here, before Ray's thread: set there, beside this thread's imports, the environment
             # could be reallocated under a library's getenv (glibc's setenv is not thread-safe). A stop

@@ -58,6 +58,10 @@ def _require_name(key: str, value: Any) -> None:
         raise ConfigError(line)
 
 
+PATH_KEYS = frozenset({"results_dir", "data.cache_dir", "data.url", "history.dir", "wandb.dir", "overnight.lock_file",
+                       "train.deepspeed_config", "resume"})    # keys whose text is a path (~ expanded)
+
+
 def home_problem(value: Any) -> Optional[str]:
     """What keeps a path that starts with ~user from naming a folder: a user this machine does not
     know (pathlib's expanduser raises then, and os.path's leaves a folder literally named ~user)."""

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence
 
-from sweeper.schema._base import EXECUTORS, ORDERS, _require, _require_name, home_problem
+from sweeper.schema._base import EXECUTORS, ORDERS, PATH_KEYS, _require, _require_name, home_problem
 from sweeper.schema.data import DaliConfig, DataConfig, ImageConfig
 from sweeper.schema.output import (AnalysisConfig, ConstraintsConfig, CostConfig, HistoryConfig, MlflowConfig,
                                    ReportConfig, WandbConfig)
@@ -94,7 +94,7 @@ def _build(cls, values: Dict[str, Any], prefix: str):
         _require_finite(f"{prefix}{key}", value)
         _require(not (sub == "Optional[str]" and isinstance(value, str) and not value.strip()), f"{prefix}{key}",
                  "is empty (an unset variable?), which would read as not set; give a value, or null to leave it unset")
-        unknown_home = home_problem(value)              # ~nosuchuser/results: a traceback where it was expanded
+        unknown_home = home_problem(value) if f"{prefix}{key}" in PATH_KEYS else None   # ~nosuchuser/results
         _require(unknown_home is None, f"{prefix}{key}", str(unknown_home))
         kwargs[key] = _build(sub_cls, value or {}, f"{prefix}{key}.") if sub_cls else value
     return cls(**kwargs)
