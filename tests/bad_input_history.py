@@ -17,7 +17,7 @@ CASES = [
          command="history", setup=store_with_garbage),
     Case("history-no-store", "9g", ("--store", "{T}/nostore", "list"), BAD, "--store", command="history"),
     Case("history-alert-ratio-infinite", "audit", ("--store", "{HIST}", "trend", "--alert-ratio", "inf"), BAD,
-         "--alert-ratio must be a number above 1", command="history", setup=lambda ctx: ctx.copy_run()),  # no alert
+         "--alert-ratio must be above 1 and finite", command="history", setup=lambda ctx: ctx.copy_run()),  # no alert
     Case("history-store-of-an-unknown-user", "audit", ("--store", "~nosuchuser/h", "list"), BAD,
          "--store: ~nosuchuser is no user", command="history"),
     Case("history-unknown-command", "9g", ("nosuch",), BAD, "nosuch", command="history"),

@@ -89,7 +89,7 @@ def _settings(args):
     from sweeper.history.detect import Settings
 
     if not 1 < args.alert_ratio < float("inf"):       # inf: no night could ever raise an alert
-        raise SweeperError(f"--alert-ratio must be a number above 1 (e.g. 1.15), got {args.alert_ratio}")
+        raise SweeperError(f"--alert-ratio must be above 1 and finite (e.g. 1.15), got {args.alert_ratio}")
     return Settings(alert_ratio=args.alert_ratio)
 
 
