@@ -277,12 +277,13 @@ def run(baseline: str, candidate: str, metric: str, max_ratio: float, alpha: flo
     results = judge(base, cand, pairs, metric, max_ratio, alpha)
     diffs = differences(_first_fingerprint(base), _first_fingerprint(cand))
     code = WORSE if any(r.worse for r in results) else OK
+    gate = _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code)
     try:
         _print_results(base, cand, pairs, results, metric, max_ratio, mixed)
     except BrokenPipeError:     # the table's reader went away (`| head -1`): a CI gate still reads the file
-        _write_json(json_path, _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code))
+        _write_json(json_path, gate)
         raise
-    _write_json(json_path, _json(baseline, candidate, metric, max_ratio, alpha, results, diffs, code))
+    _write_json(json_path, gate)
     return code
 
 

@@ -244,6 +244,7 @@ def nearest_difference(record: dict, trials: List[Trial]) -> Dict[str, list]:
     from sweeper.schema.root import trial_dict
 
     there = flatten(record.get("config") or {})
+    cells = {t.cell_id: t for t in trials}.values()          # repeats of a cell have one config
     differences = [{k: v for k, v in settings_differ(there, flatten(trial_dict(t.config))).items() if is_measurement(k)}
-                   for t in trials]
+                   for t in cells]
     return min(differences, key=len, default={})

@@ -97,8 +97,9 @@ def _store(args) -> Path:
     if args.store:
         from sweeper.schema._base import home_problem
 
-        if home_problem(args.store):
-            raise SweeperError(f"--store: {home_problem(args.store)}")
+        problem = home_problem(args.store)
+        if problem:
+            raise SweeperError(f"--store: {problem}")
         return Path(args.store).expanduser()
     if getattr(args, "night", None):
         import json

@@ -9,6 +9,7 @@ from sweeper.schema.data import MAX_WORKERS, SEED_END
 
 MAX_TIMEOUT_S = 7 * 24 * 3600       # resources.timeout_s: a week; select() overflows near 9.2e9 s
 
+
 @dataclass
 class WorkloadConfig:
     # `target` is "module:function"; the function gets (cfg, probe) and may return a dict of extra figures.
