@@ -40,6 +40,7 @@ RUNS = 3              # runs of each command; the table shows medians
 ONE_S = 0.5           # the one-trial sweeps' trial: seconds of device work
 TRIALS = 8            # the packed sweep: how many trials ...
 TRIAL_S = 3.0         # ... of how many seconds each
+PACKED_WARMUP = 10    # the packed trials' warm-up steps (the schema's default), inside their seconds
 nan = float("nan")
 HEAVY = ("ray", "torch", "wandb", "scipy", "nvidia", "pandas", "pyarrow")   # none of these in --help
 FORBIDDEN = ("ray", "torch")                                                 # nor in a dry run
@@ -62,11 +63,11 @@ def slots(device: str) -> int:
     return visible_gpus() if device == "cuda" else (os.cpu_count() or 1)
 
 
-def trial_args(device: str, seconds: float) -> List[str]:
+def trial_args(device: str, seconds: float, warmup_steps: int = 0) -> List[str]:
     """One-device trials of benchmarks/gpu_busy.py: a GPU each, or a CPU each."""
     where = (["resources.isolation=gpu", "resources.gpus=1"] if device == "cuda" else
              ["resources.isolation=pack", "resources.gpus=0", "resources.cpus=1", "workload.device=cpu"])
-    return ["workload.target=benchmarks.gpu_busy:run", "workload.steps=1", "workload.warmup_steps=0",
+    return ["workload.target=benchmarks.gpu_busy:run", "workload.steps=1", f"workload.warmup_steps={warmup_steps}",
             f"+workload.params.seconds={seconds:g}", *where, *OFF]
 
 
@@ -86,7 +87,9 @@ def commands(device: str, one_s: float, trials: int, trial_s: float) -> Dict[str
         "dry_run": lambda out: sweeper(out, *one, "dry_run=true"),
         "local": lambda out: sweeper(out, *one, "executor=local"),
         "ray": lambda out: sweeper(out, *one),
-        "packed": lambda out: sweeper(out, *trial_args(device, trial_s), f"workload.seed={grid}"),
+        "packed": lambda out: sweeper(out, *trial_args(device, trial_s, PACKED_WARMUP), f"workload.seed={grid}"),
+        "packed_cold": lambda out: sweeper(out, *trial_args(device, trial_s, PACKED_WARMUP), f"workload.seed={grid}",
+                                           "resources.prestart=false"),
     }
 
 
@@ -99,6 +102,7 @@ LABELS = {
     "local": "one-trial sweep, `executor=local`",
     "ray": "**one-trial sweep through Ray (the default)**",
     "packed": "{trials} trials of {trial_s:g} s packed, whole command",
+    "packed_cold": "the same, each trial's process made when it starts (`resources.prestart=false`)",
 }
 
 
@@ -124,10 +128,13 @@ def packing(times: List[dict], trials: int, trial_s: float, slot_count: int) -> 
     """Span efficiency N x L / (slots x span) and the span per trial and slot."""
     first, last = span(times)
     wide = last - first
+    waits = [t["figures"]["prestart_wait_s"] for t in times if "prestart_wait_s" in t.get("figures", {})]
     if len(times) != trials or not wide == wide or wide <= 0:
-        return {"span_s": float("nan"), "efficiency": float("nan"), "per_trial_s": float("nan")}
+        return {"span_s": float("nan"), "efficiency": float("nan"), "per_trial_s": float("nan"),
+                "prestart_wait_s": float("nan")}
     used = min(slot_count, trials)
-    return {"span_s": wide, "efficiency": trials * trial_s / (used * wide), "per_trial_s": wide * used / trials}
+    return {"span_s": wide, "efficiency": trials * trial_s / (used * wide), "per_trial_s": wide * used / trials,
+            "prestart_wait_s": max(waits) if waits else float("nan")}
 
 
 def imports_of(args: Sequence[str]) -> Dict[str, float]:
@@ -169,20 +176,23 @@ def rows_of(rounds: List[Dict[str, dict]], args, device: str, slot_count: int,
     notes.update({name: _against(walls, name, "floor") for name in names if name.startswith("local")})
     notes.update({name: f"{_against(walls, name, 'ray_init', 'bare `ray.init()`')}, {_against(walls, name, 'floor')}"
                   for name in names if name.startswith("ray") and not name.startswith("ray_init")})
-    notes.update({"help": describe(heavy["help"]), "dry_run": describe(heavy["dry_run"]),
-             })
+    notes.update({"help": describe(heavy["help"]), "dry_run": describe(heavy["dry_run"])})
     fill = {"floor": floor_code(device), "trials": args.trials, "trial_s": args.trial_s}
     return [[LABELS[n].format(**fill), walls[n], _range([r[n]["wall_s"] for r in rounds]), notes.get(n, "")]
             for n in names]
 
 
 def _against(walls: Dict[str, float], name: str, other: str, label: str = "the floor") -> str:
+    if other not in walls:       # left out with --only
+        return ""
     return f"{walls[name] - walls[other]:+.2f} s against {label}"
 
 
 def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, trials: int) -> str:
+    waits = [p["prestart_wait_s"] for p in packs if p["prestart_wait_s"] == p["prestart_wait_s"]]
+    waited = f"; a trial's first measured step waited {max(waits):.3f} s at most for the GPU's quiet" if waits else ""
     return (f"span efficiency {median([p['efficiency'] for p in packs]):.1%} on {min(slot_count, trials)} "
-            f"slot(s): {median([p['per_trial_s'] for p in packs]):.2f} s a trial for {trial_s:g} s of work")
+            f"slot(s): {median([p['per_trial_s'] for p in packs]):.2f} s a trial for {trial_s:g} s of work{waited}")
 
 
 # -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
@@ -273,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--one-s", type=float, default=ONE_S, help=f"seconds of work of the one trial ({ONE_S:g})")
     parser.add_argument("--trials", type=int, default=TRIALS, help=f"trials of the packed sweep ({TRIALS})")
     parser.add_argument("--trial-s", type=float, default=TRIAL_S, help=f"seconds of each packed trial ({TRIAL_S:g})")
+    parser.add_argument("--only", default=None, help="a comma list of rows to run (default all): "
+                        + ", ".join(LABELS))
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda where there is a GPU")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for logs and startup.md (default results/benchmarks/startup-<time>)")
@@ -290,6 +302,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f"startup: {machine_line()}, device {device}\n  logs under {out}", flush=True)
     cmds = commands(device, args.one_s, args.trials, args.trial_s)
     heavy = {"help": imports_of(["--help"]), "dry_run": imports_of(cmds["dry_run"](out / "imports")[3:])}
+    if args.only:
+        cmds = {name: cmds[name] for name in args.only.split(",")}
     rounds = [run_round(cmds, out, i) for i in range(args.runs)]
     text = report(rows_of(rounds, args, device, slots(device), heavy), rounds, args, device)
     (out / "startup.md").write_text(text)

@@ -12,7 +12,9 @@ It listens on a Unix socket before it imports anything, so hosts can connect whi
 it warms up; it writes {"ready": pid} on stdout once its imports are done. One
 connection is one trial, one JSON object a line: the host sends {"scratch": dir,
 "env": {...}} (or {"preload": [modules]}: import these too before the next fork); the zygote answers {"pid": n} when the child starts and {"pid": n,
-"exit": code} when it ends. The child reads its spec from <scratch>/spec.pkl. A host
+"exit": code} when it ends. With "prestart" (sweeper/standby.py) it answers {"pid": n, "exit": 0}
+as soon as the trial has written its record, while its process still ends, and with "next" it
+forks a standby for the next trial of the same environment, which a later request takes. The child reads its spec from <scratch>/spec.pkl. A host
 that hangs up before its trial ends takes the trial (its process group) down with it.
 Each child is the trial's keeper (sweeper.containment.keep): it forks the real trial and,
 when that ends or on SIGTERM, ends every process below it, new sessions included.
@@ -23,19 +25,19 @@ from __future__ import annotations
 import gc
 import json
 import os
-import pickle
 import selectors
-import shutil
 import signal
 import socket
 import sys
 import time
-import traceback
 from pathlib import Path
-from typing import Dict, Optional, Set
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 from sweeper import containment
 from sweeper.nodezygote import PARENT_PID, socket_address
+from sweeper.standby import hold, lock_paths
+from sweeper.zygote_child import drop_scratch, run_keeper
 from sweeper.timeline import mark
 
 STOP_GRACE_S = 5          # a keeper ends its trial's tree in milliseconds; then its group gets SIGKILL
@@ -45,70 +47,6 @@ PRELOAD = ("torch", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "psutil", "
            "sweeper.measure.build",     # the core's own; each workload's spec adds its modules (argv)
            # what writing steps.parquet imports on first use: else every child imports them again
            "pyarrow.pandas_compat", "pandas.core.arrays.arrow.extension_types", "pyarrow.vendored.version")
-
-
-def _child(request: dict, zygote: int) -> None:
-    """The trial's keeper: its own group and session, a subreaper above the trial process."""
-    os.setsid()                      # own process group: a timeout kills the trial and its loader workers
-    if not containment.die_with(zygote, signal.SIGTERM):   # SIGTERM: the keeper ends the trial's whole tree
-        os._exit(1)
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGCHLD, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
-    scratch = Path(request["scratch"])
-    log = os.open(scratch / "trial.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.environ.update(request.get("env", {}))
-    containment.keep(lambda: _trial(scratch), after=lambda: _drop_if_orphaned(scratch, zygote))
-
-
-def drop_scratch(scratch: Path) -> None:
-    """A trial's scratch folder that no host will read any more (it holds the host's spec.pkl)."""
-    if (scratch / "spec.pkl").is_file():
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _drop_if_orphaned(scratch: Path, zygote: int) -> None:
-    """The keeper, its trial ended: with the zygote gone (its Ray worker killed), so is the host
-    that would have read the scratch folder."""
-    if _zygote_gone(zygote):
-        drop_scratch(scratch)
-
-
-def _zygote_gone(zygote: int) -> bool:
-    """Whether the zygote has died or is dying. Its parent id alone does not say: the zygote has
-    threads (torch's, pyarrow's), and when its main thread exits first, Linux hands its children
-    to a sibling thread of the same process (the same parent id) and sends them their death
-    signal already; the main thread is then a zombie until the others have exited."""
-    if os.getppid() != zygote:
-        return True
-    try:
-        state = Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
-def _trial(scratch: Path) -> None:
-    """The trial process itself, forked by its keeper."""
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
-    code = 0
-    try:
-        from sweeper.trial import execute
-
-        spec = pickle.loads((scratch / "spec.pkl").read_bytes())
-        execute(spec, scratch)
-    except BaseException:
-        traceback.print_exc()
-        code = 70
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
 
 
 def _import_all(names) -> None:
@@ -164,6 +102,20 @@ def _stop(pid: int) -> None:
         pass
 
 
+@dataclass
+class Standby:
+    """A standby's keeper, the write end of the pipe its trial process reads its request from, and
+    the request (with its connection) that waits for its CUDA's start."""
+    keeper: int
+    feed: int
+    key: str
+    parked: Optional[Tuple[socket.socket, dict]] = None
+
+
+def standby_key(request: dict) -> str:
+    return json.dumps(request.get("env", {}), sort_keys=True)
+
+
 class Zygote:
     """Forks a child per request and reports each child's end on the connection that asked."""
 
@@ -177,6 +129,10 @@ class Zygote:
         self.doomed: Dict[int, float] = {}               # keeper -> when its group gets SIGKILL
         self.scratch_of: Dict[int, Path] = {}            # keeper -> its trial's scratch folder
         self.abandoned: Set[int] = set()                 # keepers whose host hung up
+        self.reports: Dict[int, int] = {}                # a prestarted trial's report pipe (read end) -> its keeper
+        self.standbys: Dict[str, Standby] = {}           # environment -> the standby waiting for its next trial
+        self.ready: Set[int] = set()                     # keepers of standbys whose CUDA has started
+        self.cold: Set[str] = set()                      # environments whose standby could not start CUDA
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         os.set_blocking(wake_read, False)
@@ -195,6 +151,8 @@ class Zygote:
                     self.selector.register(conn, selectors.EVENT_READ, "host")
                 elif key.data == "child":
                     self._reap()
+                elif key.data == "report":
+                    self._report(key.fileobj)
                 else:
                     self._read(key.fileobj)
             self._backstop()
@@ -212,25 +170,131 @@ class Zygote:
             line, self.buffers[conn] = self.buffers[conn].split(b"\n", 1)
             request = json.loads(line)
             if "preload" in request:     # the workloads' modules, known once the driver has composed the jobs
+                self._discard_standbys()     # forked before them: their trials would import them again
                 _import_all(request["preload"])
                 _freeze()
+            elif "standby" in request:   # the first trial's, before it is submitted
+                key = standby_key(request["standby"])
+                if key not in self.standbys and key not in self.cold:
+                    self._fork_standby(key, request["standby"])
             else:
                 self._start(conn, request)
 
     def _start(self, conn: socket.socket, request: dict) -> None:
-        zygote = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            self.selector.close()
-            self.listener.close()
-            for other in list(self.buffers):
-                other.close()
-            _child(request, zygote)
-        self.keepers.add(pid)
+        key = standby_key(request)
+        standby = self.standbys.get(key) if request.get("prestart") else None
+        if standby is not None and standby.parked is None:
+            if standby.keeper not in self.ready:     # its CUDA is starting: sooner done than a fresh fork's
+                standby.parked = (conn, request)
+                return
+            pid = self._hand_to_standby(standby, request)
+        else:
+            pid = None
+        self._started(conn, request, pid if pid is not None else self._fork(request))
+
+    def _started(self, conn: socket.socket, request: dict, pid: int) -> None:
         self.scratch_of[pid] = Path(request["scratch"])
         self.trial_of[conn] = pid
         self.host_of[pid] = conn
         _send(conn, {"pid": pid})
+        key = standby_key(request)
+        if request.get("prestart") and request.get("next") and key not in self.standbys and key not in self.cold:
+            self._fork_standby(key, request)
+
+    def _hand_to_standby(self, standby: Standby, request: dict) -> Optional[int]:
+        """The standby's keeper, now running the request's trial; None where it has just died."""
+        del self.standbys[standby.key]
+        try:
+            os.write(standby.feed, (json.dumps({"scratch": request["scratch"]}) + "\n").encode())
+        except OSError:              # reaped as any keeper
+            return None
+        finally:
+            os.close(standby.feed)
+        return standby.keeper
+
+    def _fork(self, request: dict, feed: Optional[int] = None, locks: Sequence[int] = ()) -> int:
+        report, report_w = os.pipe() if request.get("prestart") else (None, None)
+        zygote = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            self._close_in_child()
+            if report is not None:
+                os.close(report)
+            run_keeper(request, zygote, report_w, feed, locks)
+        for fd in (report_w, feed, *locks):
+            if fd is not None:
+                os.close(fd)
+        self.keepers.add(pid)
+        if report is not None:
+            os.set_blocking(report, False)
+            self.reports[report] = pid
+            self.selector.register(report, selectors.EVENT_READ, "report")
+        return pid
+
+    def _fork_standby(self, key: str, request: dict) -> None:
+        feed, write_end = os.pipe()
+        self.standbys[key] = Standby(0, write_end, key)      # closed in the child by _close_in_child
+        locks = hold(lock_paths(request.get("env", {})))     # held from before its fork: no race with a trial's check
+        self.standbys[key].keeper = self._fork(request, feed, locks)
+
+    def _close_in_child(self) -> None:
+        """What only the zygote may hold: a standby whose request pipe another process also held
+        open would never see the zygote close it."""
+        self.selector.close()
+        self.listener.close()
+        for other in list(self.buffers):
+            other.close()
+        for fd in [*self.reports, *(s.feed for s in self.standbys.values())]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _report(self, fd: int) -> None:
+        pid = self.reports.get(fd)
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_report(fd)
+            return
+        for word in data.split():
+            if word == b"ready":
+                self.ready.add(pid)
+                self._unpark(pid)
+            elif word == b"done":
+                self._record_written(pid)
+
+    def _record_written(self, pid: int) -> None:
+        """The host's answer now: the trial's record is whole while its process still ends."""
+        conn = self.host_of.pop(pid, None)
+        if conn is not None:
+            self.trial_of.pop(conn, None)
+            _send(conn, {"pid": pid, "exit": 0})
+
+    def _close_report(self, fd: int) -> None:
+        self.reports.pop(fd, None)
+        self.selector.unregister(fd)
+        os.close(fd)
+
+    def _unpark(self, pid: int) -> None:
+        """A standby is ready: the request that waited for it runs there."""
+        for standby in list(self.standbys.values()):
+            if standby.keeper == pid and standby.parked is not None:
+                conn, request = standby.parked
+                handed = self._hand_to_standby(standby, request)
+                self._started(conn, request, handed if handed is not None else self._fork(request))
+
+    def _discard_standbys(self) -> None:
+        standbys = list(self.standbys.values())
+        self.standbys.clear()
+        for standby in standbys:
+            os.close(standby.feed)       # its trial process reads the end of the pipe and exits
+            if standby.parked is not None:
+                self._started(*standby.parked, self._fork(standby.parked[1]))
 
     def _reap(self) -> None:
         while True:
@@ -247,6 +311,7 @@ class Zygote:
                 break
             self.keepers.discard(pid)
             self.doomed.pop(pid, None)
+            self._standby_gone(pid)
             scratch = self.scratch_of.pop(pid, None)
             if pid in self.abandoned and scratch is not None:     # its host hung up: nobody reads it
                 drop_scratch(scratch)
@@ -258,7 +323,27 @@ class Zygote:
         # orphans re-parented here (this is a subreaper) because their keeper was SIGKILLed
         containment.kill_orphans(self.keepers)
 
+    def _standby_gone(self, pid: int) -> None:
+        """A keeper reaped: a standby that ended before any trial took it could not start CUDA
+        (this environment's trials are then forked fresh); and its report pipe goes."""
+        was_ready = pid in self.ready
+        self.ready.discard(pid)
+        for key, standby in list(self.standbys.items()):
+            if standby.keeper == pid:
+                os.close(standby.feed)
+                del self.standbys[key]
+                if not was_ready:
+                    self.cold.add(key)
+                if standby.parked is not None:       # the trial that waited for it starts fresh
+                    self._started(*standby.parked, self._fork(standby.parked[1]))
+        for fd, keeper in list(self.reports.items()):
+            if keeper == pid:
+                self._close_report(fd)
+
     def _hang_up(self, conn: socket.socket) -> None:
+        for standby in self.standbys.values():
+            if standby.parked is not None and standby.parked[0] is conn:
+                standby.parked = None            # its host went before the standby was ready
         pid: Optional[int] = self.trial_of.pop(conn, None)
         if pid is not None:          # the host was cancelled or died: its trial goes too
             _stop(pid)               # the keeper ends the whole tree; its group gets SIGKILL if it hangs

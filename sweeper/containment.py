@@ -294,12 +294,14 @@ def _next_signal() -> Optional[int]:
     return None if info is None else info.si_signo
 
 
-def keep(trial: Callable[[], None], after: Optional[Callable[[], None]] = None) -> NoReturn:
+def keep(trial: Callable[[], None], after: Optional[Callable[[], None]] = None,
+         forked: Optional[Callable[[], None]] = None) -> NoReturn:
     """Runs in the process that will stand for the trial (the zygote's fork): become a subreaper,
-    fork the real trial, wait for it, then end every process below, whichever way it ended,
-    then call `after`. Never returns: an error here must not carry the fork back into the caller's code."""
+    fork the real trial, (call `forked`,) wait for it, then end every process below, whichever way
+    it ended, then call `after`. Never returns: an error here must not carry the fork back into the
+    caller's code."""
     try:
-        code = _keep(trial)
+        code = _keep(trial, forked)
     except BaseException:
         traceback.print_exc()
         kill_descendants()
@@ -312,7 +314,7 @@ def keep(trial: Callable[[], None], after: Optional[Callable[[], None]] = None) 
     _exit_like(code)
 
 
-def _keep(trial: Callable[[], None]) -> int:
+def _keep(trial: Callable[[], None], forked: Optional[Callable[[], None]] = None) -> int:
     set_child_subreaper()
     group = TrialCgroup.create()
     # blocked before the fork, so neither signal is lost; waited for with sigtimedwait below
@@ -321,6 +323,8 @@ def _keep(trial: Callable[[], None]) -> int:
     pid = os.fork()
     if pid == 0:
         _trial_process(trial, keeper, group)
+    if forked is not None:
+        forked()
     code = _wait_trial(pid)                    # None: the host's SIGTERM came first
     if group is not None:
         group.kill()

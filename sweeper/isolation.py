@@ -26,6 +26,7 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 from sweeper._zygote import STOP_GRACE_S
 from sweeper.nodezygote import connect_zygote, start_zygote
 from sweeper.record import TrialRecord
+from sweeper.standby import LOCKS
 
 LOG_TAIL_LINES = 40
 LOG_HEAD_BYTES = 1 << 20  # of a trial's output (trial.log), the start and the end are kept: a workload that
@@ -159,7 +160,7 @@ class TrialHost:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
             reader = _LineReader(conn.fileno())
             try:
-                conn.sendall((json.dumps({"scratch": str(scratch), "env": env}) + "\n").encode())
+                conn.sendall((json.dumps(trial_request(spec, scratch, env)) + "\n").encode())
                 started = reader.read(timeout_s=ZYGOTE_START_S)    # a shared zygote may still be importing
             except (EOFError, BrokenPipeError, ConnectionResetError):
                 if self.owns_zygote:
@@ -190,6 +191,21 @@ class TrialHost:
         finally:
             conn.close()
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def trial_request(spec: Dict[str, Any], scratch: Optional[Path], env: Dict[str, str]) -> Dict[str, Any]:
+    """What the zygote is asked for a trial. With prestart (resources.prestart; by default for a
+    trial with GPUs, where the driver's scratch folder is on this node to hold the GPUs' locks):
+    the record back while the process still ends, and a standby for the next trial if one follows."""
+    wanted = spec["config"].resources.prestart
+    if wanted is None:
+        wanted = bool(env.get("CUDA_VISIBLE_DEVICES"))
+    root = scratch_root(spec)
+    where = str(scratch) if scratch is not None else None
+    if not wanted or root is None:
+        return {"scratch": where, "env": env}
+    return {"scratch": where, "env": {**env, LOCKS: root}, "prestart": True,
+            "next": bool(spec.get("more_to_come"))}
 
 
 class _NotStarted(Exception):

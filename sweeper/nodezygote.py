@@ -58,6 +58,13 @@ def preload_more(socket_path: str, modules: Sequence[str]) -> None:
             conn.sendall((json.dumps({"preload": list(modules)}) + "\n").encode())
 
 
+def ask_standby(socket_path: str, request: dict) -> None:
+    """Asks a running zygote for a standby trial process for `request`'s environment
+    (sweeper/standby.py), which the first trial of that environment then takes."""
+    with connect_zygote(socket_path) as conn:
+        conn.sendall((json.dumps({"standby": request}) + "\n").encode())
+
+
 def start_zygote(socket_path: str, preload: Sequence[str] = (), stdout=subprocess.DEVNULL,
                  stderr=None) -> subprocess.Popen:
     """A zygote listening at `socket_path`; it imports what this process can (a user's
@@ -90,6 +97,12 @@ class NodeZygote:
         try:
             preload_more(self.socket_path, modules)
         except OSError:              # not listening (yet): each trial then imports them itself
+            pass
+
+    def standby(self, request: dict) -> None:
+        try:
+            ask_standby(self.socket_path, request)
+        except OSError:              # not listening: the first trial starts cold
             pass
 
     def alive(self) -> bool:

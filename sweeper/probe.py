@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,8 @@ class Probe:
     @contextlib.contextmanager
     def step(self, items: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         index = self._count
+        if index == self.warmup_steps:       # the first step that may be measured
+            self._wait_for_quiet_gpus()
         row: Dict[str, Any] = {"step": index, "items": items}
         self._push(f"step {index}")
         host_start = self.clock()
@@ -164,6 +167,14 @@ class Probe:
         self._pending.append(pending)
         self.profile.step(index)
         self._resolve(keep=self.lag)
+
+    def _wait_for_quiet_gpus(self) -> None:
+        """With prestart, no measured step overlaps another process's CUDA start or end on this
+        trial's GPUs (sweeper/standby.py); how long that held this trial is a figure of its own."""
+        from sweeper.standby import LOCKS, wait_quiet
+
+        if os.environ.get(LOCKS):
+            self.figures["prestart_wait_s"] = round(wait_quiet(), 4)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

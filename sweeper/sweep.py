@@ -157,7 +157,8 @@ class Sweep:
 
     def start(self, trial: Trial, values: Dict[str, Any], number: int = 1, retry_of: Optional[str] = None) -> None:
         spec = {**trial.spec(self.root.sweep.name, self.root.run_id, os.getpid()), "retry_of": retry_of,
-                "scratch_root": str(self.scratch) if self.scratch else None}
+                "scratch_root": str(self.scratch) if self.scratch else None,
+                "more_to_come": bool(self.queue)}     # a prestarted trial's standby is for the next
         attempt = Attempt(trial, spec, values, number)
         if trial.infeasible:
             self.finish(TrialRecord.for_spec(spec, status="infeasible", error_type="Infeasible",

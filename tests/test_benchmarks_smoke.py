@@ -126,9 +126,10 @@ def test_prestart_window_takes_every_step_that_overlaps_it():
 
 
 def test_startup_packing_is_the_work_over_the_slots_times_the_span():
-    times = [{"started_at": 10.0 + 3.5 * i, "ended_at": 13.0 + 3.5 * i} for i in range(4)]   # one slot, 0.5 s gaps
+    times = [{"started_at": 10.0 + 3.5 * i, "ended_at": 13.0 + 3.5 * i, "figures": {"prestart_wait_s": 0.01 * i}}
+             for i in range(4)]   # one slot, 0.5 s gaps
     assert startup.packing(times, 4, 3.0, 1) == pytest.approx({"span_s": 13.5, "efficiency": 12 / 13.5,
-                                                               "per_trial_s": 13.5 / 4})
+                                                               "per_trial_s": 13.5 / 4, "prestart_wait_s": 0.03})
     two = [{"started_at": 0.0, "ended_at": 3.0}, {"started_at": 0.0, "ended_at": 3.0}]
     assert startup.packing(two, 2, 3.0, 4)["efficiency"] == pytest.approx(1.0)     # two trials fill two of 4 slots
     assert math.isnan(startup.packing(two[:1], 2, 3.0, 1)["efficiency"])            # a trial missing: no figure

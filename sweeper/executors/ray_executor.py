@@ -17,6 +17,7 @@ are watched (sweeper/executors/nodewatch.py): `node_lost` says at once when they
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import sys
@@ -246,8 +247,22 @@ class RayExecutor(Executor):
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=trial.node, soft=False)
         task = self.remote.options(**options)
+        if node_zygote is not None and not self.submitted and trial.num_gpus > 0:
+            self._first_standby(spec, trial.num_gpus)
         self.submitted[trial.trial_id] = spec.get("scratch_root")
         return task.remote(spec, trial.config.resources.timeout_s, node_zygote)
+
+    def _first_standby(self, spec: Dict[str, Any], gpus: float) -> None:
+        """The first GPU trial's standby, asked of the node's zygote as the trial is submitted, on the
+        GPUs a local Ray gives a first task (the lowest of the node's); where it gives others, the
+        standby waits for a later trial on those."""
+        from sweeper.isolation import trial_request
+
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        first = (visible or [str(i) for i in range(64)])[:max(1, math.ceil(gpus))]
+        request = trial_request(spec, None, {"CUDA_VISIBLE_DEVICES": ",".join(first)})
+        if request.get("prestart"):
+            self.zygote.standby(request)
 
     def _hosted(self):
         """The trials whose host runs on this machine now (each has its scratch folder)."""

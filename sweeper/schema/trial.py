@@ -48,6 +48,7 @@ class ResourcesConfig:
     max_retries: int = 0                 # re-runs of a trial whose process or node died
     every_device: bool = False           # the fleet: each trial once on every GPU (GPU cells) or every node
                                          # (CPU cells) of the host or Ray cluster, pinned by Ray (docs/overnight.md)
+    prestart: Optional[bool] = None      # the next trial's process (and CUDA) made ready while one runs; None: GPU trials
 
     def check(self) -> None:
         _require(self.isolation in ISOLATION_MODES, "resources.isolation",
