@@ -31,12 +31,12 @@ import socket
 import sys
 import time
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Set, Tuple
+from typing import Dict, Optional, Sequence, Set
 
 from sweeper import containment
 from sweeper.nodezygote import PARENT_PID, socket_address
-from sweeper.standby import hold, lock_paths
+from sweeper.standby import release
+from sweeper.zygote_standbys import Standby, StandbyKeeping, send as _send, standby_key
 from sweeper.zygote_child import drop_scratch, run_keeper
 from sweeper.timeline import mark
 
@@ -80,13 +80,6 @@ def _preload() -> None:
         pass
 
 
-def _send(conn: socket.socket, message: dict) -> None:
-    try:
-        conn.sendall((json.dumps(message) + "\n").encode())
-    except OSError:                  # the host went away; its trial is being ended
-        pass
-
-
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -102,21 +95,7 @@ def _stop(pid: int) -> None:
         pass
 
 
-@dataclass
-class Standby:
-    """A standby's keeper, the write end of the pipe its trial process reads its request from, and
-    the request (with its connection) that waits for its CUDA's start."""
-    keeper: int
-    feed: int
-    key: str
-    parked: Optional[Tuple[socket.socket, dict]] = None
-
-
-def standby_key(request: dict) -> str:
-    return json.dumps(request.get("env", {}), sort_keys=True)
-
-
-class Zygote:
+class Zygote(StandbyKeeping):
     """Forks a child per request and reports each child's end on the connection that asked."""
 
     def __init__(self, listener: socket.socket):
@@ -145,17 +124,21 @@ class Zygote:
     def serve(self) -> None:
         while True:
             for key, _ in self.selector.select(self._until_backstop()):
-                if key.data == "accept":
-                    conn, _ = self.listener.accept()
-                    self.buffers[conn] = b""
-                    self.selector.register(conn, selectors.EVENT_READ, "host")
-                elif key.data == "child":
-                    self._reap()
-                elif key.data == "report":
-                    self._report(key.fileobj)
-                else:
-                    self._read(key.fileobj)
+                self._handle(key)
             self._backstop()
+
+    def _handle(self, key: selectors.SelectorKey) -> None:
+        if key.data == "accept":
+            conn, _ = self.listener.accept()
+            self.buffers[conn] = b""
+            self.selector.register(conn, selectors.EVENT_READ, "host")
+        elif key.data == "child":
+            self._reap()
+        elif key.data == "report":
+            if key.fileobj in self.reports:      # not closed by a reap earlier in this batch
+                self._report(key.fileobj)
+        else:
+            self._read(key.fileobj)
 
     def _read(self, conn: socket.socket) -> None:
         try:
@@ -187,30 +170,24 @@ class Zygote:
             if standby.keeper not in self.ready:     # its CUDA is starting: sooner done than a fresh fork's
                 standby.parked = (conn, request)
                 return
+            locks = self._next_locks(request, key, standby)
             pid = self._hand_to_standby(standby, request)
         else:
-            pid = None
-        self._started(conn, request, pid if pid is not None else self._fork(request))
+            locks, pid = self._next_locks(request, key), None
+        self._started(conn, request, pid if pid is not None else self._fork(request), locks)
 
-    def _started(self, conn: socket.socket, request: dict, pid: int) -> None:
+    def _started(self, conn: socket.socket, request: dict, pid: int, locks: Optional[list] = None) -> None:
         self.scratch_of[pid] = Path(request["scratch"])
         self.trial_of[conn] = pid
         self.host_of[pid] = conn
         _send(conn, {"pid": pid})
         key = standby_key(request)
-        if request.get("prestart") and request.get("next") and key not in self.standbys and key not in self.cold:
-            self._fork_standby(key, request)
-
-    def _hand_to_standby(self, standby: Standby, request: dict) -> Optional[int]:
-        """The standby's keeper, now running the request's trial; None where it has just died."""
-        del self.standbys[standby.key]
-        try:
-            os.write(standby.feed, (json.dumps({"scratch": request["scratch"]}) + "\n").encode())
-        except OSError:              # reaped as any keeper
-            return None
-        finally:
-            os.close(standby.feed)
-        return standby.keeper
+        self._retire_overlapping(key)
+        if locks is not None:
+            if key in self.standbys:
+                release(locks)
+            else:
+                self._fork_standby(key, request, locks)
 
     def _fork(self, request: dict, feed: Optional[int] = None, locks: Sequence[int] = ()) -> int:
         report, report_w = os.pipe() if request.get("prestart") else (None, None)
@@ -231,12 +208,6 @@ class Zygote:
             self.selector.register(report, selectors.EVENT_READ, "report")
         return pid
 
-    def _fork_standby(self, key: str, request: dict) -> None:
-        feed, write_end = os.pipe()
-        self.standbys[key] = Standby(0, write_end, key)      # closed in the child by _close_in_child
-        locks = hold(lock_paths(request.get("env", {})))     # held from before its fork: no race with a trial's check
-        self.standbys[key].keeper = self._fork(request, feed, locks)
-
     def _close_in_child(self) -> None:
         """What only the zygote may hold: a standby whose request pipe another process also held
         open would never see the zygote close it."""
@@ -249,52 +220,6 @@ class Zygote:
                 os.close(fd)
             except OSError:
                 pass
-
-    def _report(self, fd: int) -> None:
-        pid = self.reports.get(fd)
-        try:
-            data = os.read(fd, 4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._close_report(fd)
-            return
-        for word in data.split():
-            if word == b"ready":
-                self.ready.add(pid)
-                self._unpark(pid)
-            elif word == b"done":
-                self._record_written(pid)
-
-    def _record_written(self, pid: int) -> None:
-        """The host's answer now: the trial's record is whole while its process still ends."""
-        conn = self.host_of.pop(pid, None)
-        if conn is not None:
-            self.trial_of.pop(conn, None)
-            _send(conn, {"pid": pid, "exit": 0})
-
-    def _close_report(self, fd: int) -> None:
-        self.reports.pop(fd, None)
-        self.selector.unregister(fd)
-        os.close(fd)
-
-    def _unpark(self, pid: int) -> None:
-        """A standby is ready: the request that waited for it runs there."""
-        for standby in list(self.standbys.values()):
-            if standby.keeper == pid and standby.parked is not None:
-                conn, request = standby.parked
-                handed = self._hand_to_standby(standby, request)
-                self._started(conn, request, handed if handed is not None else self._fork(request))
-
-    def _discard_standbys(self) -> None:
-        standbys = list(self.standbys.values())
-        self.standbys.clear()
-        for standby in standbys:
-            os.close(standby.feed)       # its trial process reads the end of the pipe and exits
-            if standby.parked is not None:
-                self._started(*standby.parked, self._fork(standby.parked[1]))
 
     def _reap(self) -> None:
         while True:
@@ -322,23 +247,6 @@ class Zygote:
                 _send(conn, {"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
         # orphans re-parented here (this is a subreaper) because their keeper was SIGKILLed
         containment.kill_orphans(self.keepers)
-
-    def _standby_gone(self, pid: int) -> None:
-        """A keeper reaped: a standby that ended before any trial took it could not start CUDA
-        (this environment's trials are then forked fresh); and its report pipe goes."""
-        was_ready = pid in self.ready
-        self.ready.discard(pid)
-        for key, standby in list(self.standbys.items()):
-            if standby.keeper == pid:
-                os.close(standby.feed)
-                del self.standbys[key]
-                if not was_ready:
-                    self.cold.add(key)
-                if standby.parked is not None:       # the trial that waited for it starts fresh
-                    self._started(*standby.parked, self._fork(standby.parked[1]))
-        for fd, keeper in list(self.reports.items()):
-            if keeper == pid:
-                self._close_report(fd)
 
     def _hang_up(self, conn: socket.socket) -> None:
         for standby in self.standbys.values():

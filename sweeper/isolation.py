@@ -160,7 +160,10 @@ class TrialHost:
             (scratch / "spec.pkl").write_bytes(pickle.dumps(spec))
             reader = _LineReader(conn.fileno())
             try:
-                conn.sendall((json.dumps(trial_request(spec, scratch, env)) + "\n").encode())
+                request = trial_request(spec, scratch, env)
+                if self.owns_zygote:             # this worker's own: its next trial may be on other GPUs
+                    request.pop("next", None)
+                conn.sendall((json.dumps(request) + "\n").encode())
                 started = reader.read(timeout_s=ZYGOTE_START_S)    # a shared zygote may still be importing
             except (EOFError, BrokenPipeError, ConnectionResetError):
                 if self.owns_zygote:

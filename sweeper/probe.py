@@ -38,6 +38,7 @@ from sweeper.measure.rules import (GrowthRule, SettleRule, counted_seconds, coun
                                    is_growing, linear_growth, phases_fit, settle_verdict, throughput)
 from sweeper.measure.sampler import Sampler, aligned_columns
 from sweeper.measure.timers import Clock, HostTimer
+from sweeper.standby import LOCKS, wait_before_measuring
 
 # The phases workloads use; any other name works too and gets its own column.
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer", "comm")
@@ -135,8 +136,8 @@ class Probe:
     @contextlib.contextmanager
     def step(self, items: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         index = self._count
-        if index == self.warmup_steps:       # the first step that may be measured
-            self._wait_for_quiet_gpus()
+        if index == self.warmup_steps and os.environ.get(LOCKS):    # the first step that may be measured
+            wait_before_measuring(self.figures, self.warn)
         row: Dict[str, Any] = {"step": index, "items": items}
         self._push(f"step {index}")
         host_start = self.clock()
@@ -167,14 +168,6 @@ class Probe:
         self._pending.append(pending)
         self.profile.step(index)
         self._resolve(keep=self.lag)
-
-    def _wait_for_quiet_gpus(self) -> None:
-        """With prestart, no measured step overlaps another process's CUDA start or end on this
-        trial's GPUs (sweeper/standby.py); how long that held this trial is a figure of its own."""
-        from sweeper.standby import LOCKS, wait_quiet
-
-        if os.environ.get(LOCKS):
-            self.figures["prestart_wait_s"] = round(wait_quiet(), 4)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

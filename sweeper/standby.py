@@ -19,7 +19,7 @@ import fcntl
 import os
 import re
 import time
-from typing import List
+from typing import List, Optional, Tuple
 
 LOCKS = "SWEEPER_GPU_LOCKS"      # the folder of the per-GPU lock files; set for prestarted trials only
 QUIET_WAIT_S = 10.0              # a standby stuck in CUDA's start holds a trial up this long at most
@@ -35,21 +35,36 @@ def lock_paths(env=None) -> List[str]:
     return [os.path.join(folder, f"gpu-{name}.lock") for name in names]
 
 
-def hold(paths: List[str]) -> List[int]:
-    """Shared locks on `paths`, held until the returned descriptors close (or the process ends)."""
+def open_locks(paths: List[str]) -> List[int]:
+    """The lock files opened, not locked: a keeper opens them before it forks its trial, so that the
+    lock the trial takes on them (`hold_open`) lasts until the keeper, the last holder, has exited."""
     fds = []
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fds.append(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError:          # the driver's folder is gone: the sweep is ending
-            continue
+            pass
+    return fds
+
+
+def hold_open(fds: List[int]) -> List[int]:
+    """Shared locks on opened lock files; those that could not be locked are left out."""
+    held = []
+    for fd in fds:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
+            held.append(fd)
         except OSError:
-            os.close(fd)
-            continue
-        fds.append(fd)
-    return fds
+            pass
+    return held
+
+
+def hold(paths: List[str]) -> List[int]:
+    """Shared locks on `paths`, held until the returned descriptors close (or the process ends)."""
+    fds = open_locks(paths)
+    held = hold_open(fds)
+    release([fd for fd in fds if fd not in held])
+    return held
 
 
 def release(fds: List[int]) -> None:
@@ -60,16 +75,13 @@ def release(fds: List[int]) -> None:
             pass
 
 
-def wait_quiet(timeout_s: float = QUIET_WAIT_S) -> float:
+def wait_quiet(timeout_s: Optional[float] = None) -> Tuple[float, bool]:
     """Waits until no standby is starting CUDA and no finished trial's process is ending on this
-    process's GPUs; returns the seconds waited (0.0 where prestart is off)."""
+    process's GPUs, `timeout_s` (QUIET_WAIT_S) at most: (the seconds waited, whether they were quiet)."""
     started = time.monotonic()
-    deadline = started + timeout_s
-    for path in lock_paths():
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            continue
+    deadline = started + (QUIET_WAIT_S if timeout_s is None else timeout_s)
+    quiet = True
+    for fd in open_locks(lock_paths()):
         try:
             while True:
                 try:
@@ -78,11 +90,35 @@ def wait_quiet(timeout_s: float = QUIET_WAIT_S) -> float:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
+                        quiet = False
                         break
                     time.sleep(0.005)
         finally:
             os.close(fd)
-    return time.monotonic() - started
+    return time.monotonic() - started, quiet
+
+
+def wait_before_measuring(figures: dict, warn) -> None:
+    """The probe, before a prestarted trial's first measured step: no measured step overlaps another
+    process's CUDA start or end on this trial's GPUs; how long that held it is a figure of its own."""
+    waited, quiet = wait_quiet()
+    figures["prestart_wait_s"] = round(waited, 4)
+    if not quiet:
+        warn(f"resources.prestart: another process was still starting or ending CUDA on this trial's GPU after "
+             f"{waited:.0f} s; its measured steps began beside it (resources.prestart=false keeps trials apart)")
+
+
+def give_back_gpu_memory() -> None:
+    """A finished trial's cached CUDA memory back to the driver, where it used CUDA."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def warm_device() -> None:
@@ -91,8 +127,8 @@ def warm_device() -> None:
     matmul: a first 8192^2 bf16 matmul took 0.07-0.10 s after the handle alone and 0.005 s after
     these on an H200). No random numbers are drawn. What it allocated is given back and the peaks
     are reset, so the trial's memory figures start where a fresh process's would."""
-    if not os.environ.get("CUDA_VISIBLE_DEVICES", "").strip():
-        return
+    if len([d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]) != 1:
+        return                   # a trial of several GPUs often starts a process per rank: none is made here
     import torch
 
     if not torch.cuda.is_available():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from sweeper import containment
-from sweeper.standby import hold, lock_paths, release
+from sweeper.standby import give_back_gpu_memory, hold_open, lock_paths, open_locks, release
 from sweeper.timeline import mark
 
 
@@ -30,14 +30,20 @@ def run_keeper(request: dict, zygote: int, report: Optional[int] = None, feed: O
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.environ.update(request.get("env", {}))
+    ending = [] if report is None else open_locks(lock_paths())   # shared with the trial: see _record_written
     if feed is None:
         scratch = Path(request["scratch"])
         _output_to(scratch)
-        containment.keep(lambda: _trial(scratch, report), after=lambda: _drop_if_orphaned(scratch, zygote))
+        containment.keep(lambda: _trial(scratch, report, ending), after=lambda: _drop_if_orphaned(scratch, zygote))
     told, tell = os.pipe()           # the standby tells its keeper which trial it became
     os.set_blocking(told, False)
-    containment.keep(lambda: _standby(feed, report, locks, tell),
-                     after=lambda: _drop_if_orphaned(_told(told), zygote), forked=lambda: release(locks))
+
+    def forked() -> None:            # the keeper keeps neither the locks nor the feed: a standby that
+        release(locks)               # died is then seen dead when it is handed a trial
+        os.close(feed)
+
+    containment.keep(lambda: _standby(feed, report, locks, tell, ending),
+                     after=lambda: _drop_if_orphaned(_told(told), zygote), forked=forked)
 
 
 def _output_to(scratch: Path) -> None:
@@ -82,7 +88,7 @@ def _zygote_gone(zygote: int) -> bool:
     return state in ("Z", "X")
 
 
-def _trial(scratch: Path, report: Optional[int] = None) -> None:
+def _trial(scratch: Path, report: Optional[int] = None, ending: Sequence[int] = ()) -> None:
     """The trial process itself, forked by its keeper."""
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
@@ -93,7 +99,7 @@ def _trial(scratch: Path, report: Optional[int] = None) -> None:
         spec = pickle.loads((scratch / "spec.pkl").read_bytes())
         execute(spec, scratch)
         if report is not None:
-            _record_written(report)
+            _record_written(report, ending)
     except BaseException:
         traceback.print_exc()
         code = 70
@@ -103,17 +109,20 @@ def _trial(scratch: Path, report: Optional[int] = None) -> None:
         os._exit(code)
 
 
-def _record_written(report: int) -> None:
-    """Says the record is whole, so the host reads it while this process (its CUDA context: 0.1 s
-    and more) still ends. Its GPUs' locks, held until it has, keep the next trial's measured steps
-    from overlapping that end."""
+def _record_written(report: int, ending: Sequence[int]) -> None:
+    """Says the record is whole, so the host reads it while this process ends (its CUDA context:
+    0.1 s and more). Its GPU memory is given back first, so the next trial's set-up finds it free;
+    what is left (the context) goes with the process. The GPUs' locks, taken on descriptors its
+    keeper opened too, are held until the keeper has ended everything below it: the next trial's
+    measured steps do not overlap that end."""
     sys.stdout.flush()
     sys.stderr.flush()
-    hold(lock_paths())
+    give_back_gpu_memory()
+    hold_open(ending)
     os.write(report, b"done\n")
 
 
-def _standby(feed: int, report: int, locks: Sequence[int], tell: int) -> None:
+def _standby(feed: int, report: int, locks: Sequence[int], tell: int, ending: Sequence[int]) -> None:
     """A standby trial process: starts CUDA on its GPUs, lets them go (`locks`), says it is ready,
     then waits for the request that makes it a trial. One whose CUDA did not start says nothing and
     ends; the zygote then forks that environment's trials fresh."""
@@ -136,7 +145,7 @@ def _standby(feed: int, report: int, locks: Sequence[int], tell: int) -> None:
     scratch = Path(json.loads(line)["scratch"])
     os.write(tell, (str(scratch) + "\n").encode())
     _output_to(scratch)
-    _trial(scratch, report)
+    _trial(scratch, report, ending)
 
 
 def _read_line(fd: int) -> bytes:

@@ -1,5 +1,6 @@
 """resources.prestart: the next trial's process made ready while one runs, and the locks that keep
 its CUDA start (and a finished trial's end) out of another trial's measured steps."""
+import os
 import subprocess
 import threading
 import time
@@ -30,10 +31,11 @@ def test_a_trial_waits_until_no_standby_holds_its_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv(LOCKS, str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     _held_for([str(tmp_path / "gpu-1.lock")], 0.4)
-    assert 0.3 < wait_quiet() < 2.0
-    assert wait_quiet() < 0.1                    # let go: no wait
+    waited, quiet = wait_quiet()
+    assert 0.3 < waited < 2.0 and quiet
+    assert wait_quiet()[0] < 0.1                 # let go: no wait
     _held_for([str(tmp_path / "gpu-3.lock")], 0.4)
-    assert wait_quiet() < 0.1                    # another GPU's standby holds nothing of this trial's
+    assert wait_quiet()[0] < 0.1                 # another GPU's standby holds nothing of this trial's
 
 
 def test_a_standby_stuck_in_its_start_holds_a_trial_up_only_so_long(tmp_path, monkeypatch):
@@ -41,7 +43,14 @@ def test_a_standby_stuck_in_its_start_holds_a_trial_up_only_so_long(tmp_path, mo
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     fds = hold([str(tmp_path / "gpu-0.lock")])
     try:
-        assert 0.2 <= wait_quiet(timeout_s=0.2) < 1.0
+        waited, quiet = wait_quiet(timeout_s=0.2)
+        assert 0.2 <= waited < 1.0 and not quiet
+        monkeypatch.setattr("sweeper.standby.QUIET_WAIT_S", 0.2)
+        probe = Probe(warmup_steps=0)
+        with probe:
+            with probe.step():
+                pass
+        assert any("resources.prestart" in w for w in probe.warnings)
     finally:
         release(fds)
 
@@ -127,15 +136,18 @@ def test_each_trial_after_the_first_runs_in_the_standby_made_while_the_one_befor
     path, proc, marks = zygote_with_timeline
     host = TrialHost(path)
     pid_file = tmp_path / "escapees"
-    records = [host.run(_spec(tmp_path), 60, {}).record,
-               host.run(_spec(tmp_path, "tests.workloads_for_tests:starts_escapees", pid_file=str(pid_file)), 60, {}).record,
-               host.run(_spec(tmp_path, more=False), 60, {}).record]
+    gpu = {"CUDA_VISIBLE_DEVICES": "0"}      # the GPUs' locks are taken and waited for (no CUDA here to start)
+    records = [host.run(_spec(tmp_path), 60, gpu).record,
+               host.run(_spec(tmp_path, "tests.workloads_for_tests:starts_escapees", pid_file=str(pid_file)), 60, gpu).record,
+               host.run(_spec(tmp_path, more=False), 60, gpu).record]
     assert [r.status for r in records] == ["ok", "ok", "ok"], records
     found = _marks(marks)
     ready, started = found["standby_ready"], found["trial_start"]
     assert len(ready) == 2 and started[1:] == ready            # the last asked for none after it
     assert started[0] not in ready
     assert all("prestart_wait_s" in r.figures for r in records)
+    assert (tmp_path / "gpu-0.lock").exists() and _gone_soon(started)
+    assert wait_quiet(timeout_s=1.0)[1]          # every lock let go once the processes are gone
     escapees = [int(p) for p in pid_file.read_text().split()]
     assert _gone_soon(escapees)              # the record came back early; its tree is still ended
     assert proc.poll() is None
@@ -195,3 +207,33 @@ def test_a_sweep_with_prestart_runs_its_trials_in_standbys_and_leaves_none(sweep
     ready = found["standby_ready"]
     assert len(found["trial_start"]) == 4 and len(set(found["trial_start"]) & set(ready)) >= 2
     assert _gone_soon(ready, within_s=2.0)       # the sweep's end took the unused one too
+
+
+def test_a_report_pipe_closed_by_a_reap_earlier_in_the_same_batch_is_passed_over(monkeypatch):
+    """A keeper reaped (its report pipe closed) while the same select() batch still holds that
+    pipe's end-of-file: the zygote read a closed descriptor and its loop ended with a KeyError,
+    taking every trial on the node down with it."""
+    import selectors
+    import signal
+    import socket as sockets
+
+    from sweeper._zygote import Zygote
+
+    wakeup, handler = signal.set_wakeup_fd(-1), signal.getsignal(signal.SIGCHLD)
+    listener = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        zygote = Zygote(listener)
+        read_end, write_end = os.pipe()
+        zygote.reports[read_end] = 12345
+        zygote.selector.register(read_end, selectors.EVENT_READ, "report")
+        os.close(write_end)                      # the trial process ended: its pipe reads as ended
+        batch = [key for key, _ in zygote.selector.select(0) if key.data == "report"]
+        assert batch
+        zygote._standby_gone(12345)              # its keeper reaped first in the batch
+        for key in batch:
+            zygote._handle(key)
+        assert read_end not in zygote.reports
+    finally:
+        signal.set_wakeup_fd(wakeup)
+        signal.signal(signal.SIGCHLD, handler)
+        listener.close()

@@ -1,11 +1,11 @@
 # One H200: packed 3-s trials with and without resources.prestart (the next trial's process and
 # CUDA made while one runs), the one-trial sweep beside them, the measured steps' times of both,
-# and the GPU tests. About 7 minutes.
+# and the GPU tests. About 7 minutes. RUNS=2 ONLY=packed,packed_cold TESTS=tests/test_standby_gpu.py for a shorter check.
 session() {
   machine
   echo "== packed 3-s trials, prestart on (the default for GPU trials) and off; the floor and one trial"
-  timeout "$(limit 420)" python3 benchmarks/startup.py --runs 3 --trials 8 --trial-s 3 \
-    --only floor,ray,packed,packed_cold --out "$OUT/startup"
+  timeout "$(limit 420)" python3 benchmarks/startup.py --runs "${RUNS:-3}" --trials 8 --trial-s 3 \
+    --only "${ONLY:-floor,ray,packed,packed_cold}" --out "$OUT/startup"
   echo "== the packed trials' measured steps, prestart on and off (does a standby slow them?)"
   python3 - "$OUT/startup" <<'PY'
 import json, statistics, sys
@@ -18,6 +18,6 @@ for name in ("packed", "packed_cold"):
     print(f"{name:12s} trials {len(p50)}: step p50 {statistics.median(p50):.3f} ms, mean {statistics.median(mean):.3f} ms,"
           f" p95 {statistics.median(p95):.3f} ms (medians over trials; p95 of trials' p95 {sorted(p95)[int(0.95 * (len(p95) - 1))]:.3f} ms)")
 PY
-  echo "== the GPU tests"; gpu_tests 200 -m gpu tests/
+  echo "== the GPU tests"; gpu_tests 200 -m gpu "${TESTS:-tests/}"
   leftovers "the packed sweeps and the GPU tests"
 }
