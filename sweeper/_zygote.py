@@ -36,7 +36,7 @@ from typing import Dict, Optional, Sequence, Set
 from sweeper import containment
 from sweeper.nodezygote import PARENT_PID, socket_address
 from sweeper.standby import release
-from sweeper.zygote_standbys import Standby, StandbyKeeping, send as _send, standby_key
+from sweeper.zygote_standbys import PARKED_WAIT_S, Standby, StandbyKeeping, send as _send, standby_key
 from sweeper.zygote_child import drop_scratch, run_keeper
 from sweeper.timeline import mark
 
@@ -164,17 +164,13 @@ class Zygote(StandbyKeeping):
                 self._start(conn, request)
 
     def _start(self, conn: socket.socket, request: dict) -> None:
-        key = standby_key(request)
-        standby = self.standbys.get(key) if request.get("prestart") else None
-        if standby is not None and standby.parked is None:
-            if standby.keeper not in self.ready:     # its CUDA is starting: sooner done than a fresh fork's
-                standby.parked = (conn, request)
-                return
-            locks = self._next_locks(request, key, standby)
-            pid = self._hand_to_standby(standby, request)
-        else:
-            locks, pid = self._next_locks(request, key), None
-        self._started(conn, request, pid if pid is not None else self._fork(request), locks)
+        standby = self.standbys.get(standby_key(request)) if request.get("prestart") else None
+        if standby is None or standby.parked is not None:
+            self._run_trial(conn, request)
+        elif standby.keeper in self.ready:
+            self._run_trial(conn, request, standby)
+        else:                            # its CUDA is starting: sooner done than a fresh fork's
+            standby.parked, standby.parked_until = (conn, request), time.monotonic() + PARKED_WAIT_S
 
     def _started(self, conn: socket.socket, request: dict, pid: int, locks: Optional[list] = None) -> None:
         self.scratch_of[pid] = Path(request["scratch"])
@@ -263,9 +259,10 @@ class Zygote(StandbyKeeping):
         conn.close()
 
     def _until_backstop(self) -> Optional[float]:
-        if not self.doomed:
+        deadlines = [*self.doomed.values(), *self._parked_deadlines()]
+        if not deadlines:
             return None
-        return max(0.0, min(self.doomed.values()) - time.monotonic())
+        return max(0.0, min(deadlines) - time.monotonic())
 
     def _backstop(self) -> None:
         """A keeper that did not end its trial within the grace period: SIGKILL its group."""
@@ -274,6 +271,7 @@ class Zygote(StandbyKeeping):
             if deadline <= now:
                 _kill_group(pid)
                 del self.doomed[pid]
+        self._unpark_late(now)
 
 
 def main() -> None:

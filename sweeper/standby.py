@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import sys
 import time
 from typing import List, Optional, Tuple
 
@@ -109,16 +110,16 @@ def wait_before_measuring(figures: dict, warn) -> None:
 
 
 def give_back_gpu_memory() -> None:
-    """A finished trial's cached CUDA memory back to the driver, where it used CUDA."""
-    import sys
-
+    """A finished trial's cached CUDA memory back to the driver, where it used CUDA. Never raises:
+    after a CUDA error (already in the record) the call fails, and the process ends all the same.
+    No garbage collection: it would run finalizers (loader iterators, process groups) that the
+    process's end skips; memory that only a collection would free goes with the process."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return
-    import gc
-
-    gc.collect()
-    torch.cuda.empty_cache()
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    except BaseException:
+        pass
 
 
 def warm_device() -> None:

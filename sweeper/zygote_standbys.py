@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Optional, Set, Tuple
 
-from sweeper.standby import hold, lock_paths
+from sweeper.standby import hold, lock_paths, release
 
 STANDBY_READY_S = 60      # a standby's CUDA start takes a second at most; one stuck longer is killed
+PARKED_WAIT_S = 5         # a request waits this long for its standby's start, then is forked fresh
 
 
 def send(conn: socket.socket, message: dict) -> None:
@@ -32,6 +33,7 @@ class Standby:
     feed: int
     key: str
     parked: Optional[Tuple[socket.socket, dict]] = None
+    parked_until: float = 0.0
 
 
 def standby_key(request: dict) -> str:
@@ -122,14 +124,36 @@ class StandbyKeeping:
         self.selector.unregister(fd)
         os.close(fd)
 
+    def _run_trial(self, conn: socket.socket, request: dict, standby: Optional[Standby] = None) -> None:
+        """The request's trial: in `standby` (ready) where it is still alive, else forked fresh. The
+        next standby's locks are taken before the hand-off, but after a fresh fork: a trial process
+        that inherited them would wait for its own first measured step's quiet for good."""
+        key = standby_key(request)
+        if standby is not None:
+            locks = self._next_locks(request, key, standby)
+            pid = self._hand_to_standby(standby, request)
+            if pid is not None:
+                self._started(conn, request, pid, locks)
+                return
+            release(locks or [])
+        pid = self._fork(request)
+        self._started(conn, request, pid, self._next_locks(request, key))
+
     def _unpark(self, pid: int) -> None:
         """A standby is ready: the request that waited for it runs there."""
         for standby in list(self.standbys.values()):
             if standby.keeper == pid and standby.parked is not None:
-                conn, request = standby.parked
-                locks = self._next_locks(request, standby.key, standby)
-                handed = self._hand_to_standby(standby, request)
-                self._started(conn, request, handed if handed is not None else self._fork(request), locks)
+                self._run_trial(*standby.parked, standby)
+
+    def _parked_deadlines(self) -> list:
+        return [s.parked_until for s in self.standbys.values() if s.parked is not None]
+
+    def _unpark_late(self, now: float) -> None:
+        """A request whose standby has not started CUDA within PARKED_WAIT_S: forked fresh."""
+        for standby in list(self.standbys.values()):
+            if standby.parked is not None and standby.parked_until <= now:
+                parked, standby.parked = standby.parked, None
+                self._run_trial(*parked)
 
     def _discard_standbys(self) -> None:
         standbys = list(self.standbys.values())
@@ -137,7 +161,7 @@ class StandbyKeeping:
         for standby in standbys:
             os.close(standby.feed)       # its trial process reads the end of the pipe and exits
             if standby.parked is not None:
-                self._started(*standby.parked, self._fork(standby.parked[1]))
+                self._run_trial(*standby.parked)
 
     def _standby_gone(self, pid: int) -> None:
         """A keeper reaped: a standby that ended before any trial took it could not start CUDA
@@ -153,7 +177,7 @@ class StandbyKeeping:
                     print(f"zygote: a standby for {key} ended before its CUDA started; trials there start "
                           f"fresh from now on", file=sys.stderr, flush=True)
                 if standby.parked is not None:       # the trial that waited for it starts fresh
-                    self._started(*standby.parked, self._fork(standby.parked[1]))
+                    self._run_trial(*standby.parked)
         for fd, keeper in list(self.reports.items()):
             if keeper == pid:
                 self._close_report(fd)
