@@ -70,7 +70,7 @@ def quote_shard_patterns(argv: list) -> list:
     return out
 
 
-INTERRUPTED = cli.SWEEP_INTERRUPTED
+INTERRUPTED = "while starting or ending: finished trials are kept; add resume=latest to the same command to finish the sweep"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -116,5 +116,37 @@ def spare_zygote(args: List[str]) -> Iterator[None]:
         end_spare()
 
 
+def exit_with(code: int) -> None:
+    """Ends the command as the interpreter would, less its teardown: where this module is the
+    program (`python -m sweeper`) and no thread but daemons is left, it runs the atexit handlers
+    (logging's, W&B's, Ray's, a trial's own) and exits where the interpreter would walk and free
+    every object of torch, pandas and Ray, after the table is out: 0.16-0.28 s of a one-trial sweep
+    with executor=local here. Otherwise the interpreter ends it: a caller that ran it with runpy
+    gets SystemExit, and a thread that is no daemon (an idle ThreadPoolExecutor a trial kept, with
+    executor=local) is ended by Python's own shutdown, which wakes such pools before it joins them.
+    Everything alive moves to the permanent generation first, so the interpreter's last collections
+    skip it (0.5-0.7 s here)."""
+    import atexit
+    import gc
+    import os
+    import threading
+
+    gc.freeze()
+    program = getattr(sys.modules.get("__main__"), "__spec__", None)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if getattr(program, "name", None) != __spec__.name or others:
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:          # a stop while they run: the table is out, nothing is left to write
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):      # a closed pipe (`| head`) or stream: nothing more to say there
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    cli.exit_with(main())
+    exit_with(main())

@@ -21,8 +21,6 @@ from sweeper import exitcodes
 from sweeper.errors import SweeperError
 
 BUG_LINE = "this is a bug in sweeper; please report it with the traceback above"
-SWEEP_INTERRUPTED = ("while starting or ending: finished trials are kept; add resume=latest to the same command to "
-                     "finish the sweep")
 
 
 def run(entry: Callable[[], Optional[int]], interrupted: str = "before it finished: nothing more was written") -> int:
@@ -185,35 +183,3 @@ def with_unknown_flags(parser: argparse.ArgumentParser, message: str) -> str:
     unknown = [a for a in given if a.startswith("-") and not number.match(a)
                and not any(k.startswith(a.split("=", 1)[0]) for k in known)]
     return f"unrecognized arguments: {' '.join(unknown)}; {message}" if unknown else message
-
-
-def exit_with(code: int, program: str = "sweeper.__main__") -> None:
-    """Ends the command as the interpreter would, less its teardown: where `program` is the
-    program (`python -m sweeper`) and no thread but daemons is left, it runs the atexit handlers
-    (logging's, W&B's, Ray's, a trial's own) and exits where the interpreter would walk and free
-    every object of torch, pandas and Ray, after the table is out: 0.16-0.28 s of a one-trial sweep
-    with executor=local here. Otherwise the interpreter ends it: a caller that ran it with runpy
-    gets SystemExit, and a thread that is no daemon (an idle ThreadPoolExecutor a trial kept, with
-    executor=local) is ended by Python's own shutdown, which wakes such pools before it joins them.
-    Everything alive moves to the permanent generation first, so the interpreter's last collections
-    skip it (0.5-0.7 s here)."""
-    import atexit
-    import gc
-    import os
-    import threading
-
-    gc.freeze()
-    running = getattr(sys.modules.get("__main__"), "__spec__", None)
-    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if getattr(running, "name", None) != program or others:
-        sys.exit(code)
-    try:
-        atexit._run_exitfuncs()
-    except KeyboardInterrupt:          # a stop while they run: the table is out, nothing is left to write
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):      # a closed pipe (`| head`) or stream: nothing more to say there
-            pass
-    os._exit(code)

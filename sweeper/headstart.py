@@ -18,27 +18,17 @@ SOURCE_FLAGS = frozenset({"-cp", "--config-path", "-cn", "--config-name", "-cd",
 FALSE = frozenset({"false", "no", "off", "0"})        # what OmegaConf reads as a bool's false
 NULL = frozenset({"null", "~", ""})
 RAY_ONLY = {"dry_run": FALSE, "executor": frozenset({"ray"}), "ray.address": NULL}   # key -> the values that keep it
-IN_PROCESS = {"dry_run": FALSE, "executor": frozenset({"local"})}
-IN_PROCESS_ONLY = {**IN_PROCESS, "workload.device": frozenset({"auto", "cuda"})}
+IN_PROCESS_ONLY = {"dry_run": FALSE, "executor": frozenset({"local"}), "workload.device": frozenset({"auto", "cuda"})}
 NO_GPU = frozenset({"0", "0.0"})
 
 
 def head_start_for(args: Sequence[str]) -> None:
-    """Starts what `args` will need before Hydra composes them: the node zygote; or, for trials in
-    this process, a child that composes while this process imports torch (and starts CUDA), which
-    returns only in the child (sweeper/composer.py)."""
-    if start_spare_for(args) or not may_run_in_process(args):
-        return
-    from sweeper import composer, cudastart
+    """Starts what `args` will need before Hydra composes them: the node zygote, or CUDA."""
+    if not start_spare_for(args) and may_run_in_process_on_a_gpu(args):
+        from sweeper import cudastart
 
-    composer.split(uses_gpu=may_run_in_process_on_a_gpu(args) and cudastart.visible_gpus() > 0)
-
-
-def may_run_in_process(args: Sequence[str]) -> bool:
-    """Whether `args` ask for executor=local and a sweep (no dry run, no flag that does something else)."""
-    overrides = _overrides(args)
-    return (overrides is not None and ("executor", "local") in overrides
-            and all(_override_allows(key, value, IN_PROCESS) for key, value in overrides))
+        if cudastart.visible_gpus():
+            cudastart.start()
 
 
 def start_spare_for(args: Sequence[str]) -> bool:

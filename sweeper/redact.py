@@ -60,15 +60,6 @@ def remember(value: Any) -> None:
             _remembered[literal] = label
 
 
-def remembered() -> Dict[str, str]:
-    """The credentials remembered so far, to hand to another process of the same command."""
-    return dict(_remembered)
-
-
-def remember_literals(literals: Mapping[str, str]) -> None:
-    _remembered.update(literals)
-
-
 def _found_in(value: Any, key: Optional[str]):
     if isinstance(value, dict):
         for k, v in value.items():

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.sweeper_ray_launcher._compose import JobComposer
 from hydra_plugins.sweeper_ray_launcher._redact import redacted_yaml, remember_credentials
-from sweeper import composer, exitcodes
+from sweeper import exitcodes
 from sweeper.entry import run_jobs
 from sweeper.sweep import Job
 from sweeper.errors import SweeperError
@@ -57,7 +57,6 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         except KeyboardInterrupt:
             exitcodes.report(interrupted("while composing the configs: nothing was written"))
             return []
-        multirun = redacted_yaml(launcher.config)      # multirun.yaml, as Hydra writes it
-        exitcodes.report(composer.hand_off(jobs, multirun) if composer.composing() else run_jobs(jobs, multirun))
+        exitcodes.report(run_jobs(jobs, redacted_yaml(launcher.config)))   # multirun.yaml, as Hydra writes it
     return [JobReturn(overrides=j.overrides, status=JobStatus.COMPLETED, _return_value=None, task_name="sweeper")
             for j in jobs]
