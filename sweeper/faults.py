@@ -124,6 +124,8 @@ def key_line(cause) -> str:
         return f"error: {key}: {removed_line(key)}"
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)):
         hint = KEYS_HINT.replace("--cfg job", "--cfg hydra") if key.startswith("hydra.") else KEYS_HINT
+        if cause.object_type_str == "dict":   # a mapping of the user's own keys (cost.gpu_hour_usd, workload.params)
+            hint = f"a key of your own in a mapping is added with a leading +: '+{key}=...'; {hint}"
         return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {hint}"
     what = first_line(cause.msg or str(cause))
     if "is not Optional" in what or getattr(cause, "value", None) == "":

@@ -16,6 +16,9 @@ CASES = [
     Case("hydra-help-with-overrides", "audit", ("--hydra-help",), OK, lines=0),   # composed without our keys
     Case("hydra-key-unknown", "audit", ("hydra.nosuch=1",), BAD, "hydra.nosuch: no such key in HydraConf; python -m "
          "sweeper --cfg hydra"),
+    Case("price-mapping-without-plus", "audit", ("cost.gpu_hour_usd={H200:3.5}",), BAD,   # as config.yaml's comment had it
+         "cost.gpu_hour_usd.H200: no such key in dict; a key of your own in a mapping is added with a leading +: "
+         "'+cost.gpu_hour_usd.H200=...'"),
     Case("cfg-package-unknown", "audit", ("--cfg", "job", "--package", "nosuch"), BAD, "--package nosuch"),
     Case("package-without-cfg", "audit", ("--package", "data"), BAD, "--package data", check=no_run_folder),
     Case("resolve-without-cfg", "audit", ("--resolve",), BAD, "--resolve"),
