@@ -26,14 +26,19 @@ LOCKS = "SWEEPER_GPU_LOCKS"      # the folder of the per-GPU lock files; set for
 QUIET_WAIT_S = 10.0              # a standby stuck in CUDA's start holds a trial up this long at most
 
 
-def lock_paths(env=None) -> List[str]:
-    """One lock file per GPU the process sees (CUDA_VISIBLE_DEVICES: indices or UUIDs)."""
+def visible_devices(env=None) -> List[str]:
+    """The GPUs CUDA_VISIBLE_DEVICES names (indices or UUIDs), in its order; [] where it names none."""
     env = os.environ if env is None else env
-    folder, visible = env.get(LOCKS), env.get("CUDA_VISIBLE_DEVICES", "")
-    if not folder or not visible.strip():
+    return [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+
+
+def lock_paths(env=None) -> List[str]:
+    """One lock file per GPU the process sees."""
+    env = os.environ if env is None else env
+    folder = env.get(LOCKS)
+    if not folder:
         return []
-    names = [re.sub(r"[^A-Za-z0-9_-]", "_", d.strip()) for d in visible.split(",") if d.strip()]
-    return [os.path.join(folder, f"gpu-{name}.lock") for name in names]
+    return [os.path.join(folder, f"gpu-{re.sub(r'[^A-Za-z0-9_-]', '_', d)}.lock") for d in visible_devices(env)]
 
 
 def open_locks(paths: List[str]) -> List[int]:
@@ -128,7 +133,7 @@ def warm_device() -> None:
     matmul: a first 8192^2 bf16 matmul took 0.07-0.10 s after the handle alone and 0.005 s after
     these on an H200). No random numbers are drawn. What it allocated is given back and the peaks
     are reset, so the trial's memory figures start where a fresh process's would."""
-    if len([d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]) != 1:
+    if len(visible_devices()) != 1:
         return                   # a trial of several GPUs often starts a process per rank: none is made here
     import torch
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Optional, Set, Tuple
 
-from sweeper.standby import hold, lock_paths, release
+from sweeper.standby import hold, lock_paths, release, visible_devices
 
 STANDBY_READY_S = 60      # a standby's CUDA start takes a second at most; one stuck longer is killed
 PARKED_WAIT_S = 5         # a request waits this long for its standby's start, then is forked fresh
@@ -41,7 +41,7 @@ def standby_key(request: dict) -> str:
 
 
 def _devices(key: str) -> list:
-    return [d.strip() for d in json.loads(key).get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible_devices(json.loads(key))
 
 
 class StandbyKeeping:

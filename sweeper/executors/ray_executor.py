@@ -257,8 +257,9 @@ class RayExecutor(Executor):
         GPUs a local Ray gives a first task (the lowest of the node's); where it gives others, the
         standby waits for a later trial on those."""
         from sweeper.isolation import trial_request
+        from sweeper.standby import visible_devices
 
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        visible = visible_devices()
         first = (visible or [str(i) for i in range(64)])[:max(1, math.ceil(gpus))]
         request = trial_request(spec, None, {"CUDA_VISIBLE_DEVICES": ",".join(first)})
         if request.get("prestart"):
