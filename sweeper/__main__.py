@@ -27,7 +27,10 @@ if _HIDDEN_BY is not None:
     sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden
 
 if __name__ == "__main__":     # the command itself: the node zygote's imports, or CUDA's start, before Hydra's (0.3-0.5 s)
+    from sweeper import youngcollector
     from sweeper.headstart import head_start_for
+
+    youngcollector.widen_for_start()
 
     head_start_for(sys.argv[1:])
 

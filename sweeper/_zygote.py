@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Set
 
-from sweeper import containment
+from sweeper import containment, youngcollector
 from sweeper.nodezygote import PARENT_PID, socket_address
 from sweeper.standby import release
 from sweeper.zygote_standbys import PARKED_WAIT_S, Standby, StandbyKeeping, send as _send, standby_key
@@ -285,6 +285,7 @@ def main() -> None:
     listener.listen(128)
     ready = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                    # stray prints go to stderr
+    youngcollector.widen_for_start()  # for its imports, now and on a preload request; each trial restores
     _preload()
     _freeze()
     mark("zygote_ready")

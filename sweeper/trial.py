@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+from sweeper import youngcollector
 from sweeper.files import write_json_atomic, write_with
 from sweeper.probe import Probe
 from sweeper.record import TrialRecord
@@ -123,6 +124,7 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
         record.resources.update(setup(cfg, spec["num_cpus"]))
         record.fingerprint = fingerprint()
         probe = build_probe(cfg, scratch)
+        youngcollector.restore()       # the workload under the process's own thresholds, not the start's
         with probe:     # sampler and profile run around the workload and stop even when it raises
             mark("workload_start")
             extra = load_workload(cfg.workload.target)(cfg, probe) or {}

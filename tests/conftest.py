@@ -42,6 +42,13 @@ def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def fresh_interpreters_young_threshold() -> float:
+    """What a plain `python` runs a script under: the start's wider young generation must not reach a workload."""
+    out = subprocess.run([sys.executable, "-c", "import gc; print(gc.get_threshold()[0])"], capture_output=True,
+                         text=True, check=True).stdout
+    return float(out)
+
+
 @pytest.fixture
 def sweeper_cli(tmp_path):
     return lambda args, **kw: run_sweeper(args, tmp_path, **kw)

@@ -54,6 +54,24 @@ def test_a_trial_runs_here_and_leaves_its_record_and_steps(tmp_path, no_git):
     assert outcome.record.status == "ok" and set(outcome.files) == {STEPS_FILE}
 
 
+def test_a_trial_after_the_commands_start_runs_its_workload_under_the_processs_own_thresholds(tmp_path, no_git):
+    """The command widens the collector's young generation for its imports (sweeper/youngcollector.py);
+    a trial in its process (executor=local) must give the workload the thresholds it started with."""
+    import gc
+
+    from sweeper import youngcollector
+    from sweeper.trial import execute
+
+    before = gc.get_threshold()
+    youngcollector.widen_for_start()
+    try:
+        assert gc.get_threshold()[0] > before[0]       # what the start runs under
+        record = execute(spec_for("tests.workloads_for_tests:quick", steps=1, warmup=0, sleep_s=0.0), tmp_path)
+    finally:
+        youngcollector.restore()
+    assert record.figures["gc_young_threshold"] == before[0] and gc.get_threshold() == before
+
+
 def test_a_raising_workload_is_a_failed_record_not_an_exception(tmp_path, no_git):
     from sweeper.trial import execute
 

@@ -11,7 +11,9 @@ import pytest
 
 from sweeper import timeline
 from sweeper.probe import Probe
+from sweeper.results import read_records
 from sweeper.standby import LOCKS, hold, lock_paths, release, wait_quiet
+from tests.conftest import fresh_interpreters_young_threshold
 
 
 def test_a_lock_file_per_visible_gpu_named_safely(tmp_path):
@@ -209,6 +211,8 @@ def test_a_sweep_with_prestart_runs_its_trials_in_standbys_and_leaves_none(sweep
     ready = found["standby_ready"]
     assert len(found["trial_start"]) == 4 and len(set(found["trial_start"]) & set(ready)) >= 2
     assert _gone_soon(ready, within_s=2.0)       # the sweep's end took the unused one too
+    records = read_records(next((tmp_path / "results" / "single").iterdir()))
+    assert {r["figures"]["gc_young_threshold"] for r in records} == {fresh_interpreters_young_threshold()}
 
 
 @pytest.fixture

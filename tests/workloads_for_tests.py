@@ -1,4 +1,5 @@
 """Small user-style workloads for tests: `run(cfg, probe)` functions named by import path."""
+import gc
 import os
 import signal
 import sys
@@ -9,14 +10,15 @@ from pathlib import Path
 def quick(cfg, probe):
     """Returns at once after a few timed steps of params.sleep_s. With params.held_while, a step
     sleeps only while that file exists: a test holds its trials running until it has done what it
-    needed them running for, then lets them (and any run again) finish at once."""
+    needed them running for, then lets them (and any run again) finish at once. Its figures say
+    which young-generation threshold the collector ran it under (sweeper/youngcollector.py)."""
     sleep_s, held_while = cfg.workload.params.get("sleep_s", 0.001), cfg.workload.params.get("held_while")
     for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
         with probe.step(items=1):
             with probe.phase("work"):
                 if held_while is None or os.path.exists(held_while):
                     time.sleep(sleep_s)
-    return {"custom_figure": 42.0}
+    return {"custom_figure": 42.0, "gc_young_threshold": float(gc.get_threshold()[0])}
 
 
 _KEPT = []
