@@ -11,6 +11,7 @@ executor=local, a CPU device) argv cannot tell: a zygote started then is ended u
 """
 from __future__ import annotations
 
+import os
 from typing import List, Optional, Sequence, Tuple
 
 RUN_FLAGS = frozenset({"-m", "--multirun"})
@@ -43,9 +44,13 @@ def start_spare_for(args: Sequence[str]) -> bool:
 
 
 def may_run_on_local_ray(args: Sequence[str]) -> bool:
-    """Whether `args` (the command line after `python -m sweeper`) may start trials on a local Ray."""
+    """Whether `args` (the command line after `python -m sweeper`) may start trials on a local Ray:
+    not where RAY_ADDRESS names a cluster (conf/config.yaml's default for ray.address) and `args`
+    leave ray.address unsaid."""
     overrides = _overrides(args)
-    return overrides is not None and all(_override_allows(key, value, RAY_ONLY) for key, value in overrides)
+    if overrides is None or (os.environ.get("RAY_ADDRESS") and not any(key == "ray.address" for key, _ in overrides)):
+        return False
+    return all(_override_allows(key, value, RAY_ONLY) for key, value in overrides)
 
 
 def may_run_in_process_on_a_gpu(args: Sequence[str]) -> bool:

@@ -124,10 +124,11 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
         record.resources.update(setup(cfg, spec["num_cpus"]))
         record.fingerprint = fingerprint()
         probe = build_probe(cfg, scratch)
-        youngcollector.restore()       # the workload under the process's own thresholds, not the start's
+        workload = load_workload(cfg.workload.target)   # imported under the start's wide young generation
+        youngcollector.restore()       # called under the process's own thresholds
         with probe:     # sampler and profile run around the workload and stop even when it raises
             mark("workload_start")
-            extra = load_workload(cfg.workload.target)(cfg, probe) or {}
+            extra = workload(cfg, probe) or {}
             mark("workload_end")
         rows = probe.rows                     # read back once: the summary and steps.parquet share them
         record.figures = {**probe.figures, **extra}

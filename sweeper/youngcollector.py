@@ -8,11 +8,12 @@ generation of 50,000 objects keeps most of that gain, where turning the collecto
 all of it but let a composed grid's cyclic garbage (OmegaConf nodes point at their parents) grow
 without bound.
 
-The command widens it as it starts (sweeper/__main__.py), and the node zygote for its imports
-(sweeper/_zygote.py). A workload runs under the thresholds its process started with: the trial
-restores them just before it (sweeper/trial.py), in the command's own process (executor=local)
-and in a trial forked from the zygote alike, so measured steps see a plain interpreter's collector.
-The driver keeps the wide young generation for its life: its memory stays bounded by it.
+The command widens it as it starts (sweeper/__main__.py, where it runs as `python -m sweeper`), and
+every zygote for its imports (sweeper/_zygote.py). A workload's module is imported so; its call runs
+under the thresholds the process started with, which the trial puts back just before it
+(sweeper/trial.py), in the command's own process (executor=local: from its first trial on, for the
+rest of the command) and in a trial forked from a zygote alike. The driver of a Ray sweep keeps the
+wide young generation for its life: its cyclic garbage stays bounded by it.
 """
 from __future__ import annotations
 
@@ -20,20 +21,20 @@ import gc
 from typing import Optional, Tuple
 
 YOUNG_AT_START = 50_000
-_saved: Optional[Tuple[int, ...]] = None
+_original: Optional[Tuple[int, ...]] = None     # the thresholds before the first widening
 
 
 def widen_for_start() -> None:
-    """A young generation of YOUNG_AT_START objects until `restore`; a second call changes nothing."""
-    global _saved
-    if _saved is None:
-        _saved = gc.get_threshold()
-        gc.set_threshold(max(YOUNG_AT_START, _saved[0]), *_saved[1:])
+    """A young generation of YOUNG_AT_START objects until `restore`; once a process's first call has
+    run, later calls change nothing."""
+    global _original
+    if _original is None:
+        _original = gc.get_threshold()
+        gc.set_threshold(max(YOUNG_AT_START, _original[0]), *_original[1:])
 
 
 def restore() -> None:
-    """The thresholds as they were before `widen_for_start`; nothing where it was not called."""
-    global _saved
-    if _saved is not None:
-        gc.set_threshold(*_saved)
-        _saved = None
+    """The thresholds as they were before `widen_for_start`, again at every call (a trial before this
+    one in the same process may have set its own); nothing where it was never called."""
+    if _original is not None:
+        gc.set_threshold(*_original)

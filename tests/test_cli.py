@@ -333,7 +333,9 @@ def test_a_trial_that_leaves_a_thread_pool_behind_does_not_hold_the_command_at_i
     assert result.returncode == 0, result.stderr[-2000:]
     assert "recommended:" in result.stdout
     record, = read_records(next((tmp_path / "results" / "single").iterdir()))
-    assert record["figures"]["gc_young_threshold"] == fresh_interpreters_young_threshold()   # not the start's
+    plain = fresh_interpreters_young_threshold()
+    assert record["figures"]["gc_young_threshold"] == plain                     # called under Python's own
+    assert record["figures"]["gc_young_threshold_at_import"] > plain           # imported under the start's
 
 
 def test_output_whose_reader_went_away_is_not_a_bug(monkeypatch, capsys):

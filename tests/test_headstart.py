@@ -8,6 +8,7 @@ import sys
 
 import psutil
 import pytest
+from omegaconf import OmegaConf
 
 from sweeper import executors, timeline
 from sweeper import nodezygote
@@ -37,6 +38,35 @@ def test_a_command_line_that_may_sweep_on_a_local_ray_starts_the_zygote(args):
 ])
 def test_help_info_a_dry_run_another_executor_a_cluster_or_a_suite_starts_none(args):
     assert not may_run_on_local_ray(args)
+
+
+def test_a_cluster_named_by_ray_address_starts_none_unless_the_command_line_asks_for_a_local_ray(monkeypatch):
+    """RAY_ADDRESS is ray.address's default (conf/config.yaml), as ray.init() reads it: a sweep then
+    attaches there, and a zygote started here would be ended unused."""
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert not may_run_on_local_ray(["workload.steps=5"])
+    assert may_run_on_local_ray(["workload.steps=5", "ray.address=null"])
+    monkeypatch.setenv("RAY_ADDRESS", "")                 # as Ray reads it: not set
+    assert may_run_on_local_ray(["workload.steps=5"])
+
+
+def test_ray_address_defaults_to_ray_address_where_it_names_a_cluster(monkeypatch):
+    from hydra import compose, initialize_config_dir
+
+    from sweeper.config import register_configs
+    from sweeper.schema import root_config_from_dict
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for value, expected in (("10.0.0.1:6379", "10.0.0.1:6379"), ("", None), (None, None)):
+            if value is None:
+                monkeypatch.delenv("RAY_ADDRESS", raising=False)
+            else:
+                monkeypatch.setenv("RAY_ADDRESS", value)
+            for overrides, wanted in (([], expected), (["ray.address=null"], None)):
+                cfg = compose("config", overrides=overrides)
+                root = root_config_from_dict(OmegaConf.to_container(cfg, resolve=True))
+                assert root.ray.address == wanted, (value, overrides)
 
 
 class Spare:

@@ -54,7 +54,8 @@ def test_a_trial_runs_here_and_leaves_its_record_and_steps(tmp_path, no_git):
     assert outcome.record.status == "ok" and set(outcome.files) == {STEPS_FILE}
 
 
-def test_a_trial_after_the_commands_start_runs_its_workload_under_the_processs_own_thresholds(tmp_path, no_git):
+def test_a_trial_after_the_commands_start_runs_its_workload_under_the_processs_own_thresholds(tmp_path, no_git,
+                                                                                               monkeypatch):
     """The command widens the collector's young generation for its imports (sweeper/youngcollector.py);
     a trial in its process (executor=local) must give the workload the thresholds it started with."""
     import gc
@@ -62,6 +63,7 @@ def test_a_trial_after_the_commands_start_runs_its_workload_under_the_processs_o
     from sweeper import youngcollector
     from sweeper.trial import execute
 
+    monkeypatch.setattr(youngcollector, "_original", None)     # as in a process that has not started yet
     before = gc.get_threshold()
     youngcollector.widen_for_start()
     try:

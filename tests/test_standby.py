@@ -212,7 +212,9 @@ def test_a_sweep_with_prestart_runs_its_trials_in_standbys_and_leaves_none(sweep
     assert len(found["trial_start"]) == 4 and len(set(found["trial_start"]) & set(ready)) >= 2
     assert _gone_soon(ready, within_s=2.0)       # the sweep's end took the unused one too
     records = read_records(next((tmp_path / "results" / "single").iterdir()))
-    assert {r["figures"]["gc_young_threshold"] for r in records} == {fresh_interpreters_young_threshold()}
+    plain = fresh_interpreters_young_threshold()
+    assert len(records) == 4 and {r["figures"]["gc_young_threshold"] for r in records} == {plain}
+    assert all(r["figures"]["gc_young_threshold_at_import"] > plain for r in records)    # the zygote's start
 
 
 @pytest.fixture

@@ -6,19 +6,23 @@ import sys
 import time
 from pathlib import Path
 
+YOUNG_THRESHOLD_AT_IMPORT = gc.get_threshold()[0]     # sweeper/youngcollector.py: the start's, in a sweep
+
 
 def quick(cfg, probe):
     """Returns at once after a few timed steps of params.sleep_s. With params.held_while, a step
     sleeps only while that file exists: a test holds its trials running until it has done what it
     needed them running for, then lets them (and any run again) finish at once. Its figures say
-    which young-generation threshold the collector ran it under (sweeper/youngcollector.py)."""
+    which young-generation threshold the collector ran it under, and imported its module under
+    (sweeper/youngcollector.py)."""
     sleep_s, held_while = cfg.workload.params.get("sleep_s", 0.001), cfg.workload.params.get("held_while")
     for _ in range(cfg.workload.warmup_steps + cfg.workload.steps):
         with probe.step(items=1):
             with probe.phase("work"):
                 if held_while is None or os.path.exists(held_while):
                     time.sleep(sleep_s)
-    return {"custom_figure": 42.0, "gc_young_threshold": float(gc.get_threshold()[0])}
+    return {"custom_figure": 42.0, "gc_young_threshold": float(gc.get_threshold()[0]),
+            "gc_young_threshold_at_import": float(YOUNG_THRESHOLD_AT_IMPORT)}
 
 
 _KEPT = []
