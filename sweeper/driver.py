@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from sweeper import exitcodes
+from sweeper import exitcodes, youngcollector
 from sweeper.errors import ConfigError, SweeperError
 from sweeper.executors import make_executor
 from sweeper.executors.local import this_machine
@@ -122,6 +122,9 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         warm_imports(root, jobs)
         shape = executor.start()
         mark("executor_started")
+        if root.executor != "local":    # the start's imports are done; with executor=local the first trial's follow
+            youngcollector.restore()    # Ray's handles are then collected while Ray is up: one freed after its
+                                        # shutdown ends the process at once (Ray's "core worker ... shutdown", exit 1)
         trials = plan(jobs, root, shape)
         sweep = Sweep(run, root, jobs, len(trials), scratch=scratch)
         code = sweep.run_trials(executor, trials, shape)

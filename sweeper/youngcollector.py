@@ -12,8 +12,10 @@ The command widens it as it starts (sweeper/__main__.py, where it runs as `pytho
 every zygote for its imports (sweeper/_zygote.py). A workload's module is imported so; its call runs
 under the thresholds the process started with, which the trial puts back just before it
 (sweeper/trial.py), in the command's own process (executor=local: from its first trial on, for the
-rest of the command) and in a trial forked from a zygote alike. The driver of a Ray sweep keeps the
-wide young generation for its life: its cyclic garbage stays bounded by it.
+rest of the command) and in a trial forked from a zygote alike. The driver of a Ray sweep puts
+them back once Ray is up and its own imports are done (sweeper/driver.py): Ray's handles in cyclic
+garbage must be collected while Ray runs, since one freed after Ray's shutdown ends the process
+at once, before the table (Ray's "core worker has already been shutdown", exit 1).
 """
 from __future__ import annotations
 
