@@ -3,8 +3,9 @@
 Importing torch leaves some 265,000 more objects than it found (torch 2.13, CPU build), Hydra,
 pandas and the driver more, nearly all of them living as long as the process. With Python's
 default threshold (a young collection every 700 new objects) the collector walks them again and
-again as they are made: 0.1-0.15 s of `import torch`'s 0.9-1.0 s on a 2-core VM (`benchmarks/startup.py`'s rows and docs/performance.md give the whole commands). A young
-generation of 50,000 objects keeps most of that gain, where turning the collector off would keep
+again as they are made: about 0.1 s of `import torch`'s 1 s on a 2-core VM (docs/performance.md
+gives the whole commands, measured with benchmarks/ab_checkouts.py). A young generation of
+50,000 objects keeps most of that gain, where turning the collector off would keep
 all of it but let a composed grid's cyclic garbage (OmegaConf nodes point at their parents) grow
 without bound.
 

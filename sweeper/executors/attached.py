@@ -19,11 +19,10 @@ def attach(ray, address: str, kwargs: Dict[str, Any]) -> None:
     """ray.init(address=...), once something answers there: Ray itself retries an address where
     nothing listens for many minutes, printing a warning every few seconds, and holds up the
     driver's exit that long even after Ctrl-C or SIGTERM."""
-    from sweeper.schema.run import from_environment, head_of
+    from sweeper.schema.run import came_from_ray_address, head_of
 
-    fix = "start one there (ray start --head) or fix the address; ray.address=null starts a local Ray"
-    if from_environment(address):
-        fix = "start one there (ray start --head) or fix RAY_ADDRESS, from which it came; ray.address=null starts a local Ray"
+    what = "RAY_ADDRESS, from which it came" if came_from_ray_address(address) else "the address"
+    fix = f"start one there (ray start --head) or fix {what}; ray.address=null starts a local Ray"
     head = head_of(address)
     if head is not None:
         try:

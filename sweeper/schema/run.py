@@ -91,7 +91,9 @@ class RayConfig:
     def check(self) -> None:
         _require(self.address in (None, "auto") or head_of(self.address) is not None, "ray.address",
                  f"must be auto, host:port or ray://host:port (a running cluster's head, as `ray start --head` "
-                 f"prints it), got {self.address!r}{from_environment(self.address)}")
+                 f"prints it), got {self.address!r}"
+                 + (" (from RAY_ADDRESS; ray.address=null starts a local Ray instead)"
+                    if came_from_ray_address(self.address) else ""))
         _require(self.node_ip_address is None or ip_literal(self.node_ip_address), "ray.node_ip_address",
                  f"must be one of this host's IP addresses (e.g. 10.0.0.5), got {self.node_ip_address!r}")
         for name in ("num_cpus", "num_gpus"):     # Ray's own refusal of a negative count was a traceback
@@ -111,14 +113,12 @@ def ip_literal(text: Any) -> bool:
     return True
 
 
-def from_environment(address: Any) -> str:
-    """What to add to a line about ray.address where its value came from RAY_ADDRESS (conf/config.yaml's
-    default), which the user did not type on this command line."""
+def came_from_ray_address(address: Any) -> bool:
+    """Whether ray.address's value is RAY_ADDRESS's (conf/config.yaml's default), which the user
+    did not type on this command line: a line about it then says so."""
     import os
 
-    if address and os.environ.get("RAY_ADDRESS") == address:
-        return " (from RAY_ADDRESS; ray.address=null starts a local Ray instead)"
-    return ""
+    return bool(address) and os.environ.get("RAY_ADDRESS") == address
 
 
 def head_of(address: Any) -> Optional[Tuple[str, int]]:
