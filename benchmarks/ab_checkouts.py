@@ -31,7 +31,7 @@ from sweeper import timeline  # noqa: E402
 
 KINDS = ("dry", "local", "ray", "error")
 EXPECTED = {"error": 2}          # exit codes other than 0
-PHASES = ("ray_ready", "trial_start", "outcome", "trials_done")     # the sweeps' milestones, printed
+PHASES = ("main", "executor_started", "ray_ready", "trial_start", "workload_start", "outcome", "trials_done")     # the sweeps' milestones, printed
 
 
 def kind_args(kind: str, device: str) -> List[str]:

@@ -1,6 +1,8 @@
 """Composing a job from a template gives exactly what Hydra's own composition gives."""
 import pytest
 from hydra import initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.utils import create_config_search_path
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
@@ -53,3 +55,28 @@ def test_a_misspelt_key_fails_as_in_hydra(loader_and_master):
     with pytest.raises(ConfigCompositionException) as theirs:
         loader.load_sweep_config(master, ["data.num_wokers=2"])
     assert str(ours.value) == str(theirs.value)
+
+
+
+@pytest.mark.parametrize("overrides", [JOBS[0], JOBS[3], []])
+def test_a_job_of_the_command_lines_own_overrides_is_the_multiruns_config(loader_and_master, overrides):
+    """A sweep of one job: its config is the multirun's own, copied, with no composition of its own."""
+    loader, _ = loader_and_master
+    master = loader.load_configuration("config", overrides=["hydra.sweep.dir=/tmp/x", *overrides],
+                                       run_mode=RunMode.MULTIRUN)
+    job = [line for line in overrides if not line.startswith("hydra.")]      # as Hydra's sweeper passes them
+    composer = JobComposer(loader, master)
+    ours = OmegaConf.to_container(composer.compose(job, 3))
+    assert ours == OmegaConf.to_container(_hydra_composes(loader, master, job, 3))
+    assert composer.templates == {}
+
+
+def test_a_missing_config_group_fails_as_in_hydra(tmp_path):
+    """The multirun's composition skips a group left `???`; the job's own must still say so."""
+    (tmp_path / "grp").mkdir()
+    (tmp_path / "grp" / "a.yaml").write_text("y: 2\n")
+    (tmp_path / "config.yaml").write_text("defaults:\n  - grp: ???\n  - _self_\nx: 1\n")
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(tmp_path)))
+    master = loader.load_configuration("config", overrides=[], run_mode=RunMode.MULTIRUN)
+    with pytest.raises(ConfigCompositionException, match="You must specify 'grp'"):
+        JobComposer(loader, master).compose([], 0)

@@ -7,6 +7,12 @@ differ only in value overrides, so one composition per set of group choices is t
 template, and each job is a copy of it with its value overrides applied by Hydra's own
 `_apply_overrides_to_config`, in the same order and with the same errors. The result is
 the config `load_sweep_config` returns (tests/test_compose.py compares them).
+
+A job whose overrides are the command line's own (a sweep of one job, no sweep syntax) is the
+master config Hydra composed for the multirun, copied: the same config files and overrides, in the
+same order. That saves the one composition such a sweep would make (0.19 s here, of a one-trial
+`executor=local` sweep's 2.2 s). Not where a config group is left missing (`???`): the multirun's
+composition skips it, where the job's must fail with Hydra's own line.
 """
 from __future__ import annotations
 
@@ -25,14 +31,23 @@ class JobComposer:
         self.parser = OverridesParser.create()
         self.templates: Dict[Tuple[str, ...], DictConfig] = {}
         self.groups: Dict[str, bool] = {}     # override key -> is a config group (a look on disk)
+        choices = master.hydra.runtime.choices
+        self.master_is_a_job = not any(OmegaConf.is_missing(choices, group) for group in choices)
+        self.master_lines = list(master.hydra.overrides.task)
 
     def compose(self, overrides: Sequence[str], index: int) -> DictConfig:
         parsed = self.parser.parse_overrides(list(overrides))
+        if self.master_is_a_job and list(overrides) == self.master_lines:
+            return self._numbered(copy.deepcopy(self.master), parsed, index)
         group_lines = tuple(o.input_line for o in parsed if self._is_group(o))
         if group_lines not in self.templates:
             self.templates[group_lines] = self.loader.load_sweep_config(self.master, list(group_lines))
         cfg = copy.deepcopy(self.templates[group_lines])
         ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not self._is_group(o)], cfg)
+        return self._numbered(cfg, parsed, index)
+
+    def _numbered(self, cfg: DictConfig, parsed: List[Override], index: int) -> DictConfig:
+        """The job's own fields: the overrides Hydra records, its number, the master's resolver cache."""
         self._record_overrides(cfg, parsed)
         with open_dict(cfg):
             cfg.hydra.job.num = index
