@@ -3,7 +3,9 @@ import pytest
 from hydra import initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.utils import create_config_search_path
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
@@ -58,13 +60,14 @@ def test_a_misspelt_key_fails_as_in_hydra(loader_and_master):
 
 
 
-@pytest.mark.parametrize("overrides", [JOBS[0], JOBS[3], []])
+@pytest.mark.parametrize("overrides", [JOBS[0], JOBS[3], [], ["workload.target=benchmarks.gpu_busy:run"]])
 def test_a_job_of_the_command_lines_own_overrides_is_the_multiruns_config(loader_and_master, overrides):
     """A sweep of one job: its config is the multirun's own, copied, with no composition of its own."""
     loader, _ = loader_and_master
     master = loader.load_configuration("config", overrides=["hydra.sweep.dir=/tmp/x", *overrides],
                                        run_mode=RunMode.MULTIRUN)
-    job = [line for line in overrides if not line.startswith("hydra.")]      # as Hydra's sweeper passes them
+    task = OverridesParser.create().parse_overrides(list(master.hydra.overrides.task))
+    job = BasicSweeper.split_arguments(task, None)[0][0]          # as Hydra's sweeper writes them: `\\:`, `True`
     composer = JobComposer(loader, master)
     ours = OmegaConf.to_container(composer.compose(job, 3))
     assert ours == OmegaConf.to_container(_hydra_composes(loader, master, job, 3))

@@ -25,6 +25,12 @@ from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 
+def _meaning(overrides: Sequence[Override]) -> List[tuple]:
+    """What each override does, whatever its spelling: Hydra's sweeper writes a job's line again from
+    its parsed value (`a\\:b` for `a:b`, `True` for `true`)."""
+    return [(o.type, o.key_or_group, o.package, type(o.value()), o.value()) for o in overrides]
+
+
 class JobComposer:
     def __init__(self, config_loader, master: DictConfig):
         self.loader, self.master = config_loader, master
@@ -33,11 +39,11 @@ class JobComposer:
         self.groups: Dict[str, bool] = {}     # override key -> is a config group (a look on disk)
         choices = master.hydra.runtime.choices
         self.master_is_a_job = not any(OmegaConf.is_missing(choices, group) for group in choices)
-        self.master_lines = list(master.hydra.overrides.task)
+        self.master_overrides = _meaning(self.parser.parse_overrides(list(master.hydra.overrides.task)))
 
     def compose(self, overrides: Sequence[str], index: int) -> DictConfig:
         parsed = self.parser.parse_overrides(list(overrides))
-        if self.master_is_a_job and list(overrides) == self.master_lines:
+        if self.master_is_a_job and _meaning(parsed) == self.master_overrides:
             return self._numbered(copy.deepcopy(self.master), parsed, index)
         group_lines = tuple(o.input_line for o in parsed if self._is_group(o))
         if group_lines not in self.templates:
