@@ -33,6 +33,7 @@ install() {   # the DALI parts joined in /tmp/acc, with .whl
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl /tmp/acc/*.whl || exit 1
   export PYTHONPATH="/tmp/site:$PWD"
+  compiled /tmp/site "$PWD"
 }
 plain_run() { timeout 120 python3 benchmarks/dali_plain.py --decoder mixed --threads 8 --repeats 2 --warmup 5 \
                 --steps "$STEPS" | tail -1 > "$OUT/plain-$1.json"; echo "-- plain round $1: $(cut -c1-200 "$OUT/plain-$1.json")"; }
