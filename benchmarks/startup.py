@@ -196,8 +196,9 @@ def packed_note(packs: List[Dict[str, float]], trial_s: float, slot_count: int, 
 
 
 # -- where the seconds go (SWEEPER_TIMELINE) ---------------------------------------------
-PHASES = ("main", "zygote_started", "cuda_ready", "first_job_composed", "ray_imported", "zygote_ready", "ray_ready", "executor_started",
-          "trial_start", "workload_start", "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
+PHASES = ("main", "zygote_started", "cuda_ready", "first_job_composed", "jobs_composed", "ray_imported", "imports_warm",
+          "zygote_ready", "ray_ready", "executor_started", "trial_start", "trial_set_up", "fingerprinted", "workload_start",
+          "workload_end", "trial_end", "outcome", "trials_done", "executor_closed", "published")
 
 
 def marks_since(path: Path, started_at: float) -> List[tuple]:

@@ -120,6 +120,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
             run = created.path
             held.enter_context(writing(run))
         warm_imports(root, jobs)
+        mark("imports_warm")
         shape = executor.start()
         mark("executor_started")
         if root.executor != "local":    # the start's imports are done; with executor=local the first trial's follow

@@ -122,7 +122,9 @@ def execute(spec: Dict[str, Any], scratch: Path) -> TrialRecord:
         from sweeper.fingerprint import fingerprint
 
         record.resources.update(setup(cfg, spec["num_cpus"]))
+        mark("trial_set_up")                # torch imported: in a trial of executor=local, its first import
         record.fingerprint = fingerprint()
+        mark("fingerprinted")
         probe = build_probe(cfg, scratch)
         workload = load_workload(cfg.workload.target)   # imported under the start's wide young generation
         youngcollector.restore()       # called under the process's own thresholds

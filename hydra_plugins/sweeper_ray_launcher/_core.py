@@ -23,6 +23,7 @@ from sweeper.errors import SweeperError
 from sweeper.executors import begin_early
 from sweeper.interrupts import interrupted, stop_signals
 from sweeper.schema import root_config_from_dict
+from sweeper.timeline import mark
 
 
 def app_values(sweep_config: DictConfig) -> Dict[str, Any]:
@@ -42,6 +43,7 @@ def compose_all(launcher, job_overrides: Sequence[Sequence[str]], initial_job_id
         jobs.append(Job(list(overrides), root_config_from_dict(values), values))
         if i == 0:
             begin_early(values, jobs[0].config)     # Ray starts while the rest is composed, checked and planned
+    mark("jobs_composed")
     return jobs
 
 
