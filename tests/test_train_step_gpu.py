@@ -23,8 +23,12 @@ ZERO_LOSS_ABS_TOL = 0.01   # ZeRO 1-3 against ZeRO 0 after 25 bf16 steps (seen o
 needs_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
 
 
-def run_case(device="cuda", preset="gpt2-124m", precision="bf16", micro_batch=16, steps=20, warmup=5, **train):
-    """One case as a trial runs it, with the trial's probe; (figures, probe)."""
+def run_case(device="cuda", preset="gpt2-124m", precision="bf16", micro_batch=16, steps=20, warmup=5,
+             synthetic_batches=1, **train):
+    """One case as a trial runs it, with the trial's probe; (figures, probe). One synthetic batch, learnt
+    25 times: over a pool of 8 random batches the loss can fall no lower than ln(50257) = 10.82 from
+    about 10.98 in 25 steps, and Adam's first steps at lr 6e-4 (no warm-up) can lift it above that
+    (10.98 -> 11.26 and 11.39, compiled, twice on an H200); one batch it memorises."""
     import torch
 
     from sweeper.probe import Probe
@@ -33,7 +37,8 @@ def run_case(device="cuda", preset="gpt2-124m", precision="bf16", micro_batch=16
 
     cfg = TrialConfig(workload=WorkloadConfig(target="workloads.train_step:run", steps=steps, warmup_steps=warmup,
                                               device=device),
-                      train=TrainConfig(preset=preset, micro_batch=micro_batch, precision=precision, **train))
+                      train=TrainConfig(preset=preset, micro_batch=micro_batch, precision=precision,
+                                        synthetic_batches=synthetic_batches, **train))
     cfg.check()
     probe = Probe.for_trial(ProbeConfig(sample_hz=0, memory_every=0), device, warmup)
     torch.manual_seed(cfg.workload.seed)
@@ -111,7 +116,7 @@ def test_zero_stages_on_two_gpus_agree():
         pytest.skip(f"needs two GPUs, sees {torch.cuda.device_count()}")
     losses = {}
     for stage in range(4):
-        figures, probe = run_case(zero_stage=stage, world_size=2)
+        figures, probe = run_case(zero_stage=stage, world_size=2, synthetic_batches=8)   # as its tolerance was seen
         check_case(f"zero{stage}", figures, probe)
         losses[stage] = figures["loss_final"]
     assert all(abs(losses[s] - losses[0]) < ZERO_LOSS_ABS_TOL for s in (1, 2, 3)), losses
