@@ -17,8 +17,9 @@ install() {   # the carried wheels, and any extra wheel files given; a session m
 }
 compiled() {   # byte-compiles the folders given, as pip does where it installs and Python where it may
   # write: the hosts set PYTHONDONTWRITEBYTECODE=1, so without it every command compiled Hydra,
-  # OmegaConf and sweeper from source again (about 0.6 s of each on an H200 host), which no
-  # installed sweeper does. The host's own torch has no byte code either, floor and sweeps alike.
+  # OmegaConf and sweeper from source again (Hydra's import 0.49 s on an H200 host, 0.11 s with
+  # byte code), which no installed sweeper does. The host's own torch has no byte code either:
+  # left so, the floor and the sweeps pay it alike (docs/performance.md, "Start-up").
   python3 -m compileall -q -j 0 "$@" > /dev/null || echo "compileall: some files did not compile"
 }
 elapsed() { echo $(($(date +%s) - START)); }
