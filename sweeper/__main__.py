@@ -27,12 +27,9 @@ if _HIDDEN_BY is not None:
     sys.exit(2)                  # exitcodes.USAGE, not imported: sweeper's own modules may be what is hidden
 
 if __name__ == "__main__":     # the command itself: the node zygote's imports, or CUDA's start, before Hydra's (0.3-0.5 s)
-    from sweeper import youngcollector
-    from sweeper.headstart import head_start_for
+    from sweeper.headstart import begin
 
-    youngcollector.widen_for_start()
-
-    head_start_for(sys.argv[1:])
+    begin(sys.argv[1:])
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
@@ -119,9 +116,10 @@ def spare_zygote(args: List[str]) -> Iterator[None]:
         end_spare()
 
 
-def exit_with(code: int) -> None:
+def exit_with(code: int, program: bool = False) -> None:
     """Ends the command as the interpreter would, less its teardown: where this module is the
-    program (`python -m sweeper`) and no thread but daemons is left, it runs the atexit handlers
+    program (`python -m sweeper`, or `program`: the `sweeper` script, sweeper/console.py) and no
+    thread but daemons is left, it runs the atexit handlers
     (logging's, W&B's, Ray's, a trial's own) and exits where the interpreter would walk and free
     every object of torch, pandas and Ray, after the table is out: 0.16-0.28 s of a one-trial sweep
     with executor=local here. Otherwise the interpreter ends it: a caller that ran it with runpy
@@ -135,9 +133,9 @@ def exit_with(code: int) -> None:
     import threading
 
     gc.freeze()
-    program = getattr(sys.modules.get("__main__"), "__spec__", None)
+    main_module = getattr(sys.modules.get("__main__"), "__spec__", None)
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if getattr(program, "name", None) != __spec__.name or others:
+    if not (program or getattr(main_module, "name", None) == __spec__.name) or others:
         sys.exit(code)
     try:
         atexit._run_exitfuncs()

@@ -23,6 +23,16 @@ IN_PROCESS_ONLY = {"dry_run": FALSE, "executor": frozenset({"local"}), "workload
 NO_GPU = frozenset({"0", "0.0"})
 
 
+def begin(args: Sequence[str]) -> None:
+    """What the command does before it imports Hydra, run as `python -m sweeper` or as the `sweeper`
+    script (sweeper/console.py): Python's young generation widened for its imports
+    (sweeper/youngcollector.py), then the head start for `args`."""
+    from sweeper import youngcollector
+
+    youngcollector.widen_for_start()
+    head_start_for(args)
+
+
 def head_start_for(args: Sequence[str]) -> None:
     """Starts what `args` will need before Hydra composes them: the node zygote, or CUDA."""
     if not start_spare_for(args) and may_run_in_process_on_a_gpu(args):

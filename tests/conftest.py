@@ -29,17 +29,25 @@ def checkout_first() -> str:
     return os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
 
 
-def run_sweeper(args, tmp_path, timeout=300, env_extra=None):
-    """`python -m sweeper ARGS` as a user runs it, results under tmp_path, shards from the session's
-    cache. W&B is off unless ARGS turn it on: its own tests check it, and it costs each trial ~0.3 s."""
+def run_sweeper(args, tmp_path, timeout=300, env_extra=None, command=None):
+    """`python -m sweeper ARGS` as a user runs it (or `command`: the `sweeper` script, say), results
+    under tmp_path, shards from the session's cache. W&B is off unless ARGS turn it on: its own tests
+    check it, and it costs each trial ~0.3 s."""
     if not any(a.startswith("wandb.enabled=") for a in args):
         args = [*args, "wandb.enabled=false"]
     cache = SHARDS["cache"] or tmp_path / "cache"
     env = {**os.environ, "SWEEPER_CACHE": str(cache), "PYTHONUNBUFFERED": "1",
            "WANDB_MODE": "offline", **(env_extra or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *args]
+    cmd = [*(command or [sys.executable, "-m", "sweeper"]), f"results_dir={tmp_path / 'results'}", *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def installed_script() -> list:
+    """The `sweeper` command that pip installed beside this Python (README: `pip install -e .`)."""
+    script = Path(sys.executable).parent / "sweeper"
+    assert script.is_file(), f"no {script}: install the project as the README says (pip install -e .)"
+    return [str(script)]
 
 
 def fresh_interpreters_young_threshold() -> float:

@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.errors import SweeperError
 from sweeper.results import read_records
-from tests.conftest import ROOT, fresh_interpreters_young_threshold
+from tests.conftest import ROOT, fresh_interpreters_young_threshold, installed_script
 
 SWEEPS = sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
 
@@ -322,14 +322,16 @@ def test_an_error_after_a_swallowed_stop_is_the_stop(capsys):
 
 
 @pytest.mark.slow
-def test_a_trial_that_leaves_a_thread_pool_behind_does_not_hold_the_command_at_its_end(sweeper_cli, tmp_path):
+@pytest.mark.parametrize("script", [False, True], ids=["python -m sweeper", "the sweeper script"])
+def test_a_trial_that_leaves_a_thread_pool_behind_does_not_hold_the_command_at_its_end(sweeper_cli, tmp_path, script):
     """executor=local runs the trial in the command's process, and an idle ThreadPoolExecutor's worker
     (no daemon) waits on its queue until Python's own shutdown wakes it: the command's quick exit
     must leave that to Python, not wait for the thread itself. It runs under the collector's
-    thresholds of a plain interpreter, not those of the command's start (sweeper/youngcollector.py)."""
+    thresholds of a plain interpreter, not those of the command's start (sweeper/youngcollector.py);
+    the `sweeper` script that pip installs starts as `python -m sweeper` does (sweeper/console.py)."""
     result = sweeper_cli(["executor=local", "workload.target=tests.workloads_for_tests:leaves_a_pool",
                           "workload.steps=2", "workload.warmup_steps=0", "report.enabled=false",
-                          "history.enabled=false"], timeout=120)
+                          "history.enabled=false"], timeout=120, command=installed_script() if script else None)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "recommended:" in result.stdout
     record, = read_records(next((tmp_path / "results" / "single").iterdir()))
