@@ -64,6 +64,13 @@ leftovers() {   # what a sweep may have left behind: Ray, zygotes, watchdogs, GP
   gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null)
   [ -n "$gpu" ] && echo "LEFTOVER GPU PROCESSES after $1: $gpu" || echo "   no process on the GPUs"
 }
+before_and_after() {   # cap rounds kinds: one-trial sweeps on the GPU, benchmarks/ab_checkouts.py over
+  # BEFORE (a checkout carried beside .whl, default .before, named by its .commit file) and this
+  # tree, interleaved; ROUNDS and KINDS, where set, stand for the session's own
+  echo "== before ($(cat "${BEFORE:-.before}/.commit" 2>/dev/null || echo "${BEFORE:-.before}")) and after, interleaved"
+  timeout "$(limit "$1")" python3 benchmarks/ab_checkouts.py --before "${BEFORE:-.before}" --after . \
+    --rounds "${ROUNDS:-$2}" --kinds "${KINDS:-$3}" --device cuda
+}
 gpu_tests() {   # cap pytest-args...: the GPU-marked tests (and any others named)
   # Their whole output is also kept in $GPU_TESTS_LOG ($OUT/gpu_tests.log): a session's later steps
   # push a failure's traceback out of the part of the output that comes back. A caller that sends

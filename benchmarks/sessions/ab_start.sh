@@ -6,9 +6,7 @@
 # for this tree, and the GPU tests (TESTS, default all). About 6 minutes.
 session() {
   machine
-  echo "== before ($(cat "${BEFORE:-.before}/.commit" 2>/dev/null || echo "${BEFORE:-.before}")) and after, interleaved"
-  timeout "$(limit 260)" python3 benchmarks/ab_checkouts.py --before "${BEFORE:-.before}" --after . \
-    --rounds "${ROUNDS:-8}" --kinds "${KINDS:-local,ray}" --device cuda
+  before_and_after 260 8 local,ray
   echo "== start-up of this tree: the floor and the one-trial sweeps"
   timeout "$(limit 150)" python3 benchmarks/startup.py --runs 3 --only floor,local,ray --out "$OUT/startup"
   echo "== the GPU tests"; gpu_tests 200 -m gpu "${TESTS:-tests/}"

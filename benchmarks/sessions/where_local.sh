@@ -6,9 +6,7 @@
 # $OUT/local_profile.txt) and under -X importtime (the top-level imports, slowest last). About 4 minutes.
 session() {
   machine
-  echo "== before ($(cat "${BEFORE:-.before}/.commit" 2>/dev/null || echo "${BEFORE:-.before}")) and after, interleaved"
-  timeout "$(limit 200)" python3 benchmarks/ab_checkouts.py --before "${BEFORE:-.before}" --after . \
-    --rounds "${ROUNDS:-6}" --kinds "${KINDS:-local}" --device cuda
+  before_and_after 200 6 local
   echo "== start-up of this tree: the floor and the local one-trial sweep"
   timeout "$(limit 120)" python3 benchmarks/startup.py --runs 3 --only floor,local --out "$OUT/startup"
   local args
