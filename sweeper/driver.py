@@ -123,7 +123,7 @@ def _launched(jobs: List[Job], root: RootConfig, multirun: Optional[str], resume
         mark("imports_warm")
         shape = executor.start()
         mark("executor_started")
-        if root.executor != "local":    # the start's imports are done; with executor=local the first trial's follow
+        if not executor.runs_trials_here:   # the start's imports are done; in-process, the first trial's follow
             youngcollector.restore()    # Ray's handles are then collected while Ray is up: one freed after its
                                         # shutdown ends the process at once (Ray's "core worker ... shutdown", exit 1)
         trials = plan(jobs, root, shape)

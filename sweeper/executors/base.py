@@ -38,6 +38,9 @@ class Executor:
     # reaps only the processes it started. Not the local executor's, which reaps any child the
     # driver adopted and would race with a subprocess that the end of the sweep waits on.
     closes_beside_the_end = False
+    # Whether the trials run in the driver's own process (executor=local): then the start's wide
+    # young generation stays until each trial puts Python's thresholds back (sweeper/trial.py).
+    runs_trials_here = False
 
     def start(self) -> ClusterShape:
         raise NotImplementedError

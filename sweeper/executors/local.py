@@ -72,6 +72,8 @@ class Redacting(io.TextIOBase):
 
 
 class LocalExecutor(Executor):
+    runs_trials_here = True
+
     def __init__(self) -> None:
         self.queue: List[int] = []
         self.specs: Dict[int, Dict[str, Any]] = {}
