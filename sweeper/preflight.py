@@ -152,6 +152,17 @@ AF_UNIX_MAX = 107        # bytes of a socket's path (sun_path, less its NUL)
 RAY_SOCKET_TAIL = "/ray/session_2026-12-03_14-18-16_069064_4194304/sockets/plasma_store"   # a pid of 7 digits
 
 
+def check_ray_temp_writable(executor: str, ray_address: Optional[str]) -> None:
+    """RAY_TMPDIR, else TMPDIR, where a local Ray makes its sessions: a folder this user can write."""
+    if executor != "ray" or ray_address:
+        return
+    variable, folder = ray_temp_folder()
+    problem = folder_problem(Path(folder)) if os.path.isabs(folder) else None   # relative: check_socket_room
+    if problem:
+        raise ConfigError(f"{variable}={folder}: {problem}; a local Ray makes its sessions there: point {variable} "
+                          f"at a folder you can write")
+
+
 def check_socket_room(executor: str, ray_address: Optional[str]) -> None:
     """A temp folder too deep for a local Ray's sockets (Ray's rule: RAY_TMPDIR, else TMPDIR, else
     /tmp): ConfigError now, where Ray would fail once it had made its session folders there. (The
@@ -170,7 +181,10 @@ def check_temp_room(executor: str, ray_address: Optional[str]) -> None:
     """A temp folder without room fails later and obscurely: a local Ray's node times out
     starting (after 30 s), a trial cannot make its scratch folder. Said now, in one line (also
     before a local Ray is started early: sweeper.executors.begin_early); so is one too deep for
-    a local Ray's sockets (said after the room: a disk that is full is the first thing to mend)."""
+    a local Ray's sockets (said after the room: a disk that is full is the first thing to mend).
+    A local Ray's folder that cannot be written comes first: its disk's free space says nothing
+    (/proc reads 0 B), and Ray, unlike Python's tempfile, takes no other."""
+    check_ray_temp_writable(executor, ray_address)
     for folder in temp_folders(executor, ray_address):
         try:
             free = shutil.disk_usage(folder).free

@@ -40,6 +40,8 @@ CASES = [
          slow=True, env=(("RAY_TMPDIR", "{T}/" + "t" * 60),), setup=lambda ctx: (ctx.T / ("t" * 60)).mkdir()),
     Case("ray-tmpdir-relative", "audit", (QUICK, "executor=ray"), BAD, "RAY_TMPDIR=rel: a local Ray needs an absolute",
          slow=True, env=(("RAY_TMPDIR", "rel"),), setup=lambda ctx: (ctx.T / "rel").mkdir()),   # the raylet's SIGABRT
+    Case("ray-tmpdir-not-writable", "audit", (QUICK, "executor=ray"), BAD, "RAY_TMPDIR=/proc/sys: /proc/sys cannot be",
+         slow=True, env=(("RAY_TMPDIR", "/proc/sys"),)),        # it said "0 B free" (procfs), and to free space
     Case("ray-address-from-the-environment", "audit", (QUICK, "executor=ray"), BAD, "fix RAY_ADDRESS, from which it came",
          slow=True, env=(("RAY_ADDRESS", "127.0.0.1:9"),)),    # ignored: a local Ray ran where a cluster was named
     Case("wandb-init-timeout-zero", "audit", (QUICK, "wandb.enabled=true", "wandb.mode=online"), BAD,

@@ -6,7 +6,8 @@ import pytest
 
 from sweeper.errors import ConfigError
 from sweeper.plan import ClusterShape, plan_cells
-from sweeper.preflight import check_history_dir, check_machine, folder_problem, in_process_line, loader_workers_line
+from sweeper.preflight import (check_history_dir, check_machine, check_temp_room, folder_problem, in_process_line,
+                               loader_workers_line)
 from sweeper.schema import root_config_from_dict
 
 TWO_CPUS = ClusterShape(node_cpus=[2.0], node_gpus=[0.0])
@@ -71,3 +72,14 @@ def test_two_deepspeed_trials_in_the_drivers_own_process_are_refused_before_any_
                                           r"one process, .*leave executor out"):
         check_machine(root(executor="local", history={"enabled": False}), deepspeed, TWO_CPUS)
     check_machine(root(executor="ray", history={"enabled": False}), deepspeed, TWO_CPUS)   # a process each
+
+
+def test_a_local_rays_temp_folder_that_cannot_be_written_is_said_so_not_as_a_full_disk(monkeypatch):
+    """/proc reads 0 B free: the line said "0 B free; free space". Ray, unlike Python's tempfile,
+    takes no other folder, so only a sweep that starts a local Ray is refused."""
+    monkeypatch.setenv("RAY_TMPDIR", "/proc/sys")
+    with pytest.raises(ConfigError) as refused:
+        check_temp_room("ray", None)
+    assert str(refused.value).startswith("RAY_TMPDIR=/proc/sys: /proc/sys cannot be written by this user")
+    check_temp_room("ray", "10.0.0.1:6379")          # an attached cluster's sessions are on its own nodes
+    check_temp_room("local", None)
