@@ -126,11 +126,26 @@ def key_line(cause) -> str:
         hint = KEYS_HINT.replace("--cfg job", "--cfg hydra") if key.startswith("hydra.") else KEYS_HINT
         if cause.object_type_str == "dict":   # a mapping of the user's own keys (cost.gpu_hour_usd, workload.params)
             hint = f"a key of your own in a mapping is added with a leading +: '+{key}=...'; {hint}"
+        hint = f"{unpackaged_sweep_file(key)}{hint}"
         return f"error: {key}: no such key in {cause.object_type_str}{did_you_mean(cause)}; {hint}"
     what = first_line(cause.msg or str(cause))
     if "is not Optional" in what or getattr(cause, "value", None) == "":
         return f"error: {key}: cannot be empty or null; give it a value ({KEYS_HINT})"
     return f"error: {key}: {plain_type_error(what)}; give a value of the key's type ({KEYS_HINT})"
+
+
+def unpackaged_sweep_file(key: str) -> str:
+    """What to say of sweep.data..., sweep.hydra...: a sweep file of the user's own without
+    `# @package _global_` puts its keys under `sweep:` (conf/sweep/*.yaml all start so)."""
+    import dataclasses
+
+    from sweeper.schema import RootConfig
+
+    head, _, rest = key.partition(".")
+    top = rest.split(".")[0]
+    if head != "sweep" or top not in {f.name for f in dataclasses.fields(RootConfig)} | {"hydra", "defaults"}:
+        return ""
+    return f"a sweep file without '# @package _global_' as its first line puts its {top}: under sweep.{top}; "
 
 
 def plain_type_error(what: str) -> str:

@@ -20,6 +20,13 @@ def own_sweeps_in_a_cycle(ctx) -> None:
         (folder / f"{name}.yaml").write_text(f"# @package _global_\ndefaults: [{other}]\nsweep: {{name: {name}}}\n")
 
 
+def own_sweep_without_its_package(ctx) -> None:
+    """A sweep file of the user's own without `# @package _global_`: its keys land under sweep:."""
+    folder = ctx.T / "conf" / "sweep"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text("data:\n  num_workers: 2\n")
+
+
 CASES = [
     Case("secret-param-of-shipped-workload", "4b, 16b", ("+workload.params.api_token=SECRET-tok-7731",), BAD,
          "workload.params.api_token", secret="SECRET-tok-7731"),
@@ -43,6 +50,8 @@ CASES = [
     Case("delete-a-key", "audit", ("~data.url",), BAD, "data.url: ~ deletes a key"),
     Case("own-sweep-not-yaml", "audit", ("--config-dir", "{T}/conf", "+sweep=bad"), BAD,
          "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
+    Case("own-sweep-without-its-package", "audit", ("--config-dir", "{T}/conf", "+sweep=mine", "dry_run=true"), BAD,
+         "puts its data: under sweep.data", setup=own_sweep_without_its_package),   # was: no such key in SweepMeta
     Case("own-sweeps-in-a-cycle", "audit", ("--config-dir", "{T}/conf", "+sweep=a", "dry_run=true"), BAD,
          "the defaults lists of sweep/a, sweep/b name each other", setup=own_sweeps_in_a_cycle),  # RecursionError: 70
     Case("timeout-past-select", "audit", (QUICK, "resources.timeout_s=1e10", "dry_run=true"), BAD,
