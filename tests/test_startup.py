@@ -485,19 +485,20 @@ def test_ctrl_c_while_ray_starts_ends_what_was_started_with_one_line(tmp_path, r
 
 @pytest.mark.slow
 def test_a_failed_ray_start_is_one_line_and_leaves_nothing(tmp_path):
-    """Ray's own start fails in its thread, after the node zygote has started (a RAY_TMPDIR that is
-    a file: no check before it knows that; a folder too deep for Ray's sockets is refused before)."""
+    """Ray's own start fails in its thread, after the node zygote has started (a file named `ray` in
+    RAY_TMPDIR, where Ray makes its sessions: no check before it knows that; a RAY_TMPDIR that cannot be
+    written, or too deep for Ray's sockets, is refused before)."""
     tmp = Path(tempfile.mkdtemp(prefix="su", dir="/tmp"))
-    (tmp / "afile").write_text("not a folder\n")
+    (tmp / "ray").write_text("not a folder\n")
     try:
         result = subprocess.run([sys.executable, "-m", "sweeper", f"results_dir={tmp_path / 'results'}", *TINY],
-                                cwd=ROOT, env=sweep_env(tmp_path, tmp, RAY_TMPDIR=str(tmp / "afile")),
+                                cwd=ROOT, env=sweep_env(tmp_path, tmp, RAY_TMPDIR=str(tmp)),
                                 capture_output=True, text=True, timeout=300)
         left = leftovers(tmp)
         assert result.returncode == 2, result.stderr[-3000:]
         [line] = result.stderr.strip().splitlines()
-        assert line.startswith(f"error: {tmp / 'afile'}") and "Not a directory" in line, line
-        assert names(left) == [] and [p.name for p in tmp.iterdir()] == ["afile"]
+        assert line.startswith(f"error: {tmp / 'ray'}: File exists"), line
+        assert names(left) == [] and [p.name for p in tmp.iterdir()] == ["ray"]
     finally:
         end_and_remove(tmp)
 
