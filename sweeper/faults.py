@@ -58,7 +58,7 @@ def hydra_line(exc: BaseException) -> Optional[str]:
     from omegaconf.errors import OmegaConfBaseException
 
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
-        return missing_config_line(exc.missing_cfg_file, exc.options or [])
+        return missing_config_line(exc.missing_cfg_file, exc.options or [], str(exc))
     if isinstance(exc, OverrideParseException):
         return override_line(exc.override, exc.message)
     if not isinstance(exc, (HydraException, OmegaConfBaseException)):
@@ -95,12 +95,17 @@ def override_line(override: str, message: str) -> str:
     return f"error: {key}: {value!r} holds characters outside ASCII, which Hydra reads only inside quotes; {quoted}"
 
 
-def missing_config_line(missing: str, options) -> str:
+def missing_config_line(missing: str, options, message: str = "") -> str:
+    """A config Hydra could not find: named on the command line (`group=name`, with Hydra's options),
+    or in the defaults list of a config file (Hydra's "In 'sweep/mine': Could not load ...", no options)."""
     group, _, name = missing.rpartition("/")
+    named_in = re.match(r"In '([^']+)': Could not load", message)
     if not group:
         return f"error: {name}: no such config file; check the name"
-    choices = ", ".join(o for o in options if not o.startswith("_")) or "none"
-    return f"error: {group}={name}: no such {group}; choose one of {choices}"
+    choices = ", ".join(o for o in options if not o.startswith("_"))
+    where = f"{named_in.group(1)}.yaml: its defaults list names {name}" if named_in else f"{group}={name}"
+    advice = f"choose one of {choices}" if choices else f"check the names in {group}/"
+    return f"error: {where}: no such {group}; {advice}"
 
 
 def omegaconf_cause(exc: BaseException):

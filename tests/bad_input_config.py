@@ -27,6 +27,13 @@ def own_sweep_without_its_package(ctx) -> None:
     (folder / "mine.yaml").write_text("data:\n  num_workers: 2\n")
 
 
+def own_sweep_naming_no_config(ctx) -> None:
+    """A sweep file of the user's own whose defaults list names a sweep that is not there."""
+    folder = ctx.T / "conf" / "sweep"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text("# @package _global_\ndefaults: [nosuch]\n")
+
+
 CASES = [
     Case("secret-param-of-shipped-workload", "4b, 16b", ("+workload.params.api_token=SECRET-tok-7731",), BAD,
          "workload.params.api_token", secret="SECRET-tok-7731"),
@@ -52,6 +59,8 @@ CASES = [
          "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
     Case("own-sweep-without-its-package", "audit", ("--config-dir", "{T}/conf", "+sweep=mine", "dry_run=true"), BAD,
          "puts its data: under sweep.data", setup=own_sweep_without_its_package),   # was: no such key in SweepMeta
+    Case("own-sweep-naming-no-config", "audit", ("--config-dir", "{T}/conf", "+sweep=mine", "dry_run=true"), BAD,
+         "sweep/mine.yaml: its defaults list names nosuch", setup=own_sweep_naming_no_config),   # said "sweep=nosuch"
     Case("own-sweeps-in-a-cycle", "audit", ("--config-dir", "{T}/conf", "+sweep=a", "dry_run=true"), BAD,
          "the defaults lists of sweep/a, sweep/b name each other", setup=own_sweeps_in_a_cycle),  # RecursionError: 70
     Case("timeout-past-select", "audit", (QUICK, "resources.timeout_s=1e10", "dry_run=true"), BAD,
