@@ -4,34 +4,18 @@ from tests import bad_input_files as files
 from tests.bad_input_base import BAD, QUICK, SMALL, Case, with_module
 
 
-def own_sweep_not_yaml(ctx) -> None:
-    """A sweep file of the user's own with a YAML syntax error."""
-    folder = ctx.T / "conf" / "sweep"
-    folder.mkdir(parents=True)
-    (folder / "bad.yaml").write_text("a: [1, 2\nb: :\n")
+def own_sweeps(**texts):
+    """A case's setup: sweep files of the user's own (name -> its text) in {T}/conf/sweep."""
+    def setup(ctx) -> None:
+        folder = ctx.T / "conf" / "sweep"
+        folder.mkdir(parents=True)
+        for name, text in texts.items():
+            (folder / f"{name}.yaml").write_text(text)
+    return setup
 
 
-
-def own_sweeps_in_a_cycle(ctx) -> None:
-    """Two sweep files of the user's own whose defaults lists name each other."""
-    folder = ctx.T / "conf" / "sweep"
-    folder.mkdir(parents=True)
-    for name, other in (("a", "b"), ("b", "a")):
-        (folder / f"{name}.yaml").write_text(f"# @package _global_\ndefaults: [{other}]\nsweep: {{name: {name}}}\n")
-
-
-def own_sweep_without_its_package(ctx) -> None:
-    """A sweep file of the user's own without `# @package _global_`: its keys land under sweep:."""
-    folder = ctx.T / "conf" / "sweep"
-    folder.mkdir(parents=True)
-    (folder / "mine.yaml").write_text("data:\n  num_workers: 2\n")
-
-
-def own_sweep_naming_no_config(ctx) -> None:
-    """A sweep file of the user's own whose defaults list names a sweep that is not there."""
-    folder = ctx.T / "conf" / "sweep"
-    folder.mkdir(parents=True)
-    (folder / "mine.yaml").write_text("# @package _global_\ndefaults: [nosuch]\n")
+def in_a_cycle(name: str, other: str) -> str:
+    return f"# @package _global_\ndefaults: [{other}]\nsweep: {{name: {name}}}\n"
 
 
 CASES = [
@@ -56,13 +40,16 @@ CASES = [
     Case("group-added-twice", "audit", ("+workload=dataloader",), BAD, "workload: chosen twice"),
     Case("delete-a-key", "audit", ("~data.url",), BAD, "data.url: ~ deletes a key"),
     Case("own-sweep-not-yaml", "audit", ("--config-dir", "{T}/conf", "+sweep=bad"), BAD,
-         "bad.yaml: not valid YAML at line 2", setup=own_sweep_not_yaml),   # was "not a file sweeper wrote"
+         "bad.yaml: not valid YAML at line 2", setup=own_sweeps(bad="a: [1, 2\nb: :\n")),   # was "not a file sweeper wrote"
     Case("own-sweep-without-its-package", "audit", ("--config-dir", "{T}/conf", "+sweep=mine", "dry_run=true"), BAD,
-         "puts its data: under sweep.data", setup=own_sweep_without_its_package),   # was: no such key in SweepMeta
+         "puts its data: under sweep.data",                          # was: no such key in SweepMeta
+         setup=own_sweeps(mine="data:\n  num_workers: 2\n")),
     Case("own-sweep-naming-no-config", "audit", ("--config-dir", "{T}/conf", "+sweep=mine", "dry_run=true"), BAD,
-         "sweep/mine.yaml: its defaults list names nosuch", setup=own_sweep_naming_no_config),   # said "sweep=nosuch"
+         "sweep/mine.yaml: its defaults list names nosuch",          # said "sweep=nosuch"
+         setup=own_sweeps(mine="# @package _global_\ndefaults: [nosuch]\n")),
     Case("own-sweeps-in-a-cycle", "audit", ("--config-dir", "{T}/conf", "+sweep=a", "dry_run=true"), BAD,
-         "the defaults lists of sweep/a, sweep/b name each other", setup=own_sweeps_in_a_cycle),  # RecursionError: 70
+         "the defaults lists of sweep/a, sweep/b name each other",   # RecursionError: 70
+         setup=own_sweeps(a=in_a_cycle("a", "b"), b=in_a_cycle("b", "a"))),
     Case("timeout-past-select", "audit", (QUICK, "resources.timeout_s=1e10", "dry_run=true"), BAD,
          "resources.timeout_s: must be positive and at most 604,800 s"),     # every Ray trial an OverflowError
     Case("grid-trailing-comma", "audit", ("data.batch_size=8,",), BAD, "data.batch_size: the value ends with a comma"),
