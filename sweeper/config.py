@@ -1,21 +1,12 @@
 """Registers the schemas with Hydra's ConfigStore so YAML is checked against them, and the one
-resolver of sweeper's own that conf/config.yaml uses."""
-import os
-from typing import Optional
-
+resolver of sweeper's own that conf/config.yaml uses (`${sweeper.env:NAME}`: sweeper/envvars.py)."""
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from sweeper.envvars import variable_or_null
 from sweeper.schema import RootConfig
 
 ENV_RESOLVER = "sweeper.env"
-
-
-def variable_or_null(name: str) -> Optional[str]:
-    """`${sweeper.env:NAME}`: the variable's value, null where it is unset or empty, as Ray reads
-    RAY_ADDRESS (OmegaConf's oc.env gives an empty string, which a key's check refuses as a likely
-    unset variable of the user's own)."""
-    return os.environ.get(name) or None
 
 
 def register_configs() -> None:

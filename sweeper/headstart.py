@@ -11,8 +11,9 @@ executor=local, a CPU device) argv cannot tell: a zygote started then is ended u
 """
 from __future__ import annotations
 
-import os
 from typing import List, Optional, Sequence, Tuple
+
+from sweeper.envvars import ray_address
 
 RUN_FLAGS = frozenset({"-m", "--multirun"})
 SOURCE_FLAGS = frozenset({"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"})  # take a value
@@ -58,7 +59,7 @@ def may_run_on_local_ray(args: Sequence[str]) -> bool:
     not where RAY_ADDRESS names a cluster (conf/config.yaml's default for ray.address) and `args`
     leave ray.address unsaid."""
     overrides = _overrides(args)
-    if overrides is None or (os.environ.get("RAY_ADDRESS") and not any(key == "ray.address" for key, _ in overrides)):
+    if overrides is None or (ray_address() and not any(key == "ray.address" for key, _ in overrides)):
         return False
     return all(_override_allows(key, value, RAY_ONLY) for key, value in overrides)
 

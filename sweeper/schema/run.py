@@ -116,9 +116,9 @@ def ip_literal(text: Any) -> bool:
 def came_from_ray_address(address: Any) -> bool:
     """Whether ray.address's value is RAY_ADDRESS's (conf/config.yaml's default), which the user
     did not type on this command line: a line about it then says so."""
-    import os
+    from sweeper.envvars import ray_address
 
-    return bool(address) and os.environ.get("RAY_ADDRESS") == address
+    return address is not None and ray_address() == address
 
 
 def head_of(address: Any) -> Optional[Tuple[str, int]]:
